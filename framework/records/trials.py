@@ -1,0 +1,65 @@
+"""The raw data of a run: one JSON line per launch outcome and one per request, written as they happen.
+
+These rows are the only input the analysis needs, so anyone holding a trials file (and the
+hypothesis it was run for) can recompute every verdict. Times are seconds on the model's clock:
+for the simulated backend run faster than real time (`time_scale` > 1) the client has already
+multiplied wall durations by the scale, and keeps the scale on every row.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class LaunchRow(_Row):
+    """One server launch (the unit of replication): did it start, and if not, why."""
+
+    kind: Literal["launch"] = "launch"
+    launch_id: str
+    condition: int
+    levels: dict[str, str]
+    replicate: int
+    block: int
+    attempt: int = 1
+    seed: int
+    ok: bool
+    exit_code: int | None = None
+    error: str | None = None
+    log_tail: list[str] = []
+    startup_s: float | None = None
+    argv: list[str] = []
+    server_info: dict | None = None
+    started: str
+    finished: str
+
+
+class RequestRow(_Row):
+    """One request measured by the client. Failed requests are kept, with the reason."""
+
+    kind: Literal["request"] = "request"
+    trial_id: str
+    launch_id: str
+    condition: int
+    levels: dict[str, str]
+    index: int
+    warmup: bool
+    ok: bool
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    decode_tok_s: float | None = None
+    output_tok_s: float | None = None
+    accept_length: float | None = None
+    chunk_times_s: list[float] = []
+    chunk_tokens: list[int] = []
+    time_scale: float = 1.0
+    sent_at: str | None = None
