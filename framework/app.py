@@ -1,0 +1,99 @@
+"""The Hydra application behind `python -m framework run`, and config checks that precede it.
+
+Hydra composes `conf/` with the command line, makes the run (or sweep job) directory and calls
+`hydra_run`. Before Hydra starts anything, `precheck` composes the same config with the
+compose API and loads every hypothesis the command names, so a bad override, a missing file or
+an invalid field fails with one clear line and exit code 2 before any server starts.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+
+from framework.spec import SpecError
+
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+EXIT_BAD_INPUT = 2
+
+
+def report_error(exc: SpecError) -> int:
+    print(f"error: {exc}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def compose(overrides: list[str]) -> DictConfig:
+    """The run config for `overrides` (single values only), without starting a Hydra job."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from framework.runner import ConfigError
+
+    try:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            return hydra_compose(config_name="config", overrides=overrides)
+    except (HydraException, OmegaConfBaseException, ValueError) as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError("command line", "overrides", message) from None
+
+
+def sweep_variants(overrides: list[str]) -> list[list[str]]:
+    """One override list per value of a swept `hypothesis`, other sweeps at their first value."""
+    from framework.runner import ConfigError
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception as exc:  # hydra raises its own parse error types
+        raise ConfigError("command line", "overrides", str(exc).strip().splitlines()[0]) from None
+    fixed: list[str] = []
+    hypotheses: list[str] = []
+    for ov in parsed:
+        key = ov.get_key_element()
+        if ov.is_sweep_override():
+            values = list(ov.sweep_string_iterator())
+            if key == "hypothesis":
+                hypotheses = values
+                continue
+            fixed.append(f"{key}={values[0]}")
+        else:
+            fixed.append(ov.input_line if ov.input_line else f"{key}={ov.get_value_element_as_str()}")
+    if not hypotheses:
+        return [fixed]
+    return [fixed + [f"hypothesis={h}"] for h in hypotheses]
+
+
+def precheck(overrides: list[str]) -> None:
+    """Raise SpecError for anything that would make the run fail before measuring."""
+    from framework.runner import ConfigError, effective_design, load_pair
+    from framework.execution.backends import BackendSettings
+
+    for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
+        cfg = compose(variant)
+        if OmegaConf.is_missing(cfg, "hypothesis"):
+            raise ConfigError("command line", "hypothesis", "missing: say which, e.g. hypothesis=eagle3_allreduce")
+        h, _, _ = load_pair(cfg)
+        effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
+        try:
+            BackendSettings.model_validate(OmegaConf.to_container(cfg.backend, resolve=True))
+        except Exception as exc:
+            raise ConfigError("command line", "backend", str(exc).splitlines()[-1].strip()) from None
+
+
+@hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
+def hydra_run(cfg: DictConfig) -> Any:
+    from framework.runner import resolve, run
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        ctx = resolve(cfg, run_dir)
+        record = run(ctx)
+    except SpecError as exc:
+        sys.exit(report_error(exc))
+    return record["verdict"]

@@ -1,0 +1,214 @@
+"""Start, watch and stop one server process, whatever the backend.
+
+The same code launches real SGLang and the simulator, so every end-to-end test exercises the
+path a GPU run takes. Guarantees:
+
+- the argv is executed directly (never through a shell) in a new process group, its output
+  going to a log file;
+- readiness means `GET /health` answered 200; a process that exits during start-up fails fast
+  with its exit code and the last log lines; a start-up that takes too long fails clearly;
+- stopping sends SIGTERM to the group, then SIGKILL after a grace period;
+- no server outlives the framework: live servers are stopped at interpreter exit and on
+  SIGTERM, the child gets PR_SET_PDEATHSIG where that is safe, and a tiny watchdog process kills
+  the group if the framework dies by SIGKILL.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+READY_POLL_S = 0.05
+STOP_GRACE_S = 10.0
+
+
+class LaunchError(Exception):
+    """The server did not become ready: why, its exit code (if it exited), and its last log lines."""
+
+    def __init__(self, message: str, exit_code: int | None = None, log_tail: list[str] | None = None) -> None:
+        self.message = message
+        self.exit_code = exit_code
+        self.log_tail = log_tail or []
+        super().__init__(message)
+
+
+@dataclass
+class ServerSpec:
+    argv: list[str]
+    host: str
+    port: int
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+    ready_timeout_s: float = 600.0
+    health_path: str = "/health"
+    api_key: str | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago (the kernel's choice, so parallel jobs rarely collide)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def log_tail(path: Path, lines: int = 20) -> list[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return [line.rstrip("\n") for line in deque(f, maxlen=lines)]
+    except OSError:
+        return []
+
+
+_LIVE: dict[int, "ServerProcess"] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+def _stop_all() -> None:
+    with _LIVE_LOCK:
+        servers = list(_LIVE.values())
+    for server in servers:
+        server.stop()
+
+
+atexit.register(_stop_all)
+
+
+def install_signal_handlers() -> None:
+    """Turn SIGTERM/SIGHUP into SystemExit so `finally` blocks and atexit stop the servers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def _exit(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _exit)
+
+
+def _pdeathsig_preexec() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_PDEATHSIG = 1
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class ServerProcess:
+    """One launched server. Use as a context manager: `with ServerProcess(spec) as server: ...`."""
+
+    def __init__(self, spec: ServerSpec) -> None:
+        self.spec = spec
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.watchdog: subprocess.Popen[bytes] | None = None
+        self.startup_s: float | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> "ServerProcess":
+        spec = self.spec
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **spec.env}
+        use_pdeathsig = sys.platform == "linux" and threading.current_thread() is threading.main_thread()
+        with open(spec.log_path, "ab") as log:
+            self.proc = subprocess.Popen(  # noqa: S603 - an argv list, never a shell
+                spec.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_pdeathsig_preexec if use_pdeathsig else None,  # noqa: PLW1509
+            )
+        with _LIVE_LOCK:
+            _LIVE[self.proc.pid] = self
+        self.watchdog = subprocess.Popen(  # noqa: S603
+            [sys.executable, "-m", "framework.execution.watchdog", str(os.getpid()), str(self.proc.pid)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        return self
+
+    def wait_ready(self) -> float:
+        """Poll the health endpoint until 200; return the start-up time in seconds."""
+        assert self.proc is not None
+        t0 = time.monotonic()
+        url = self.spec.base_url + self.spec.health_path
+        session = requests.Session()
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                tail = log_tail(self.spec.log_path)
+                self._forget()
+                raise LaunchError(f"server exited with code {code} during start-up", code, tail)
+            try:
+                if session.get(url, timeout=2.0).status_code == 200:
+                    self.startup_s = time.monotonic() - t0
+                    return self.startup_s
+            except requests.RequestException:
+                pass
+            if time.monotonic() - t0 > self.spec.ready_timeout_s:
+                tail = log_tail(self.spec.log_path)
+                self.stop()
+                raise LaunchError(
+                    f"server not ready after {self.spec.ready_timeout_s:.0f} s (no 200 from {url})", None, tail
+                )
+            time.sleep(READY_POLL_S)
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
+        """SIGTERM the process group, SIGKILL it after `grace_s`; returns the exit code."""
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+        _signal_group(proc.pid, signal.SIGKILL)  # stragglers that ignored SIGTERM
+        self._forget()
+        return proc.returncode
+
+    def _forget(self) -> None:
+        if self.proc is not None:
+            with _LIVE_LOCK:
+                _LIVE.pop(self.proc.pid, None)
+        if self.watchdog is not None and self.watchdog.poll() is None:
+            self.watchdog.kill()
+            self.watchdog.wait()
+
+    def __enter__(self) -> "ServerProcess":
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

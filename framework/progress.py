@@ -1,0 +1,90 @@
+"""Live progress and the closing verdict table, with rich.
+
+On a terminal the user sees a bar over launches with the condition and launch running and the
+time left; elsewhere (CI, logs) one plain line per launch. Shown figures always name the backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from framework.design import Condition
+
+VERDICT_STYLE = {"supported": "green", "refuted": "red", "inconclusive": "yellow"}
+
+
+class RunProgress:
+    def __init__(self, console: Console, name: str, total_launches: int, requests_per_launch: int,
+                 enabled: bool = True) -> None:
+        self.console = console
+        self.name = name
+        self.enabled = enabled
+        self.requests_per_launch = requests_per_launch
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+            console=console, transient=False, disable=not enabled,
+        )
+        self.task = self.progress.add_task(name, total=total_launches, detail="")
+        self._label = ""
+        self._requests = 0
+
+    def __enter__(self) -> "RunProgress":
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)  # type: ignore[arg-type]
+
+    def launch_started(self, cond: Condition, replicate: int, of: int) -> None:
+        self._label = f"{cond.label()} · launch {replicate + 1}/{of}"
+        self._requests = 0
+        self.progress.update(self.task, detail=f"{self._label} · starting")
+        if not self.enabled:
+            self.console.print(f"{self.name}: {self._label}", highlight=False)
+
+    def request_done(self, warmup: bool) -> None:
+        self._requests += 1
+        kind = "warm-up" if warmup else "request"
+        self.progress.update(self.task, detail=f"{self._label} · {kind} {self._requests}/{self.requests_per_launch}")
+
+    def launch_done(self) -> None:
+        self.progress.advance(self.task)
+
+    def launch_failed(self, cond: Condition, message: str) -> None:
+        self.console.print(f"[yellow]{cond.label()}: launch failed: {message}[/yellow]", highlight=False)
+
+    def launch_reused(self, cond: Condition) -> None:
+        self.progress.advance(self.task)
+        if not self.enabled:
+            self.console.print(f"{self.name}: {cond.label()} · reused from the interrupted run", highlight=False)
+
+    def note(self, text: str) -> None:
+        self.console.print(text, highlight=False)
+
+    def finish_early(self) -> None:
+        task = self.progress.tasks[0]
+        self.progress.update(self.task, total=task.completed)
+
+
+def _fmt(value: Any, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
+    h = record["hypothesis"]
+    verdict = record["verdict"]
+    table = Table(title=f"{h['name']} — backend: {record['backend']} — "
+                        f"[{VERDICT_STYLE[verdict]}]{verdict}[/{VERDICT_STYLE[verdict]}]")
+    for col in ("prediction", "kind", "estimate", "interval", "p", "verdict", "reason"):
+        table.add_column(col, overflow="fold")
+    for p in record["predictions"]:
+        ci = f"[{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]" if p.get("ci") else "-"
+        style = VERDICT_STYLE[p["verdict"]]
+        table.add_row(p["id"], p["kind"], _fmt(p.get("estimate")), ci, _fmt(p.get("p_value"), ".2g"),
+                      f"[{style}]{p['verdict']}[/{style}]", p["reason"])
+    console.print(table)

@@ -1,0 +1,527 @@
+"""The imperative shell of `python -m framework run`: launch, measure, write, analyse, record.
+
+Order of work for one run:
+
+1. resolve the config into a hypothesis, an experiment, a backend and an effective design
+   (all checked before any server starts);
+2. register the hypothesis in the ledger (or refuse if it changed since registration);
+3. launch every planned (condition, replicate) in randomized blocks, writing each launch
+   outcome and each request to `trials.jsonl` the moment it happens;
+4. analyse the trials (pure), append one verdict record to the ledger, and write
+   `verdict.json`, `summary.md` and the report into the run directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import requests
+from omegaconf import DictConfig, OmegaConf
+from pydantic import ValidationError
+from rich.console import Console
+
+from framework import design as design_mod
+from framework.analysis import Analysis, analyze
+from framework.execution import client
+from framework.execution.backends import BackendSettings, server_spec
+from framework.execution.launcher import LaunchError, ServerProcess, free_port, install_signal_handlers
+from framework.progress import RunProgress, print_verdict_table
+from framework.records.models import (
+    ConditionRecord, HypothesisRef, LaunchCounts, PredictionRecord, TrialsRef, VerdictRecord,
+)
+from framework.records.trials import LaunchRow, RequestRow
+from framework.spec import Design, Experiment, Hypothesis, SpecError, load_experiment, load_hypothesis
+
+ERROR_LINE = re.compile(r"(Error|Exception|error:|FATAL|Traceback)")
+
+
+class ConfigError(SpecError):
+    """A bad command-line or config value (reported like a spec error: file/field/what is allowed)."""
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- resolving the config
+
+
+@dataclass
+class RunContext:
+    hypothesis: Hypothesis
+    hypothesis_path: Path
+    experiment: Experiment
+    backend: BackendSettings
+    design: Design
+    ledger: Path
+    run_dir: Path
+    config: dict[str, Any]
+    resume: Path | None = None
+    allow_amend: bool = False
+    progress: bool = True
+    report: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def project_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def find_file(kind_dir: str, name: str, suffix: str = ".yaml") -> Path:
+    """A name in the configured directory (relative to the working directory, else the project)."""
+    candidate = Path(name)
+    if candidate.suffix in (".yaml", ".yml") and candidate.exists():
+        return candidate
+    for base in (Path(kind_dir), project_root() / kind_dir):
+        path = base / f"{name}{suffix}"
+        if path.exists():
+            return path
+    return Path(kind_dir) / f"{name}{suffix}"
+
+
+def available(kind_dir: str) -> list[str]:
+    for base in (Path(kind_dir), project_root() / kind_dir):
+        if base.is_dir():
+            return sorted(p.stem for p in base.glob("*.yaml"))
+    return []
+
+
+def load_pair(cfg: DictConfig | dict[str, Any]) -> tuple[Hypothesis, Path, Experiment]:
+    name = cfg["hypothesis"]
+    hyp_dir, exp_dir = cfg["paths"]["hypotheses"], cfg["paths"]["experiments"]
+    h_path = find_file(hyp_dir, str(name))
+    if not h_path.exists():
+        raise ConfigError("command line", "hypothesis", f"no hypothesis {name!r}; available: {available(hyp_dir)}")
+    h = load_hypothesis(h_path)
+    e_path = find_file(exp_dir, h.experiment)
+    if not e_path.exists():
+        raise SpecError(h_path, "experiment", f"no experiment {h.experiment!r} in {exp_dir}/; available: {available(exp_dir)}")
+    return h, h_path, load_experiment(e_path)
+
+
+def effective_design(base: Design, overrides: dict[str, Any]) -> Design:
+    """The hypothesis's design with the command line's non-null `design.*` values on top."""
+    data = base.model_dump()
+    seq = dict(data["sequential"])
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key == "sequential":
+            seq["enabled"] = value
+        elif key in ("block", "max_launches"):
+            seq[key] = value
+        else:
+            data[key] = value
+    data["sequential"] = seq
+    try:
+        return Design.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise ConfigError("command line", f"design.{loc}", f"{err['msg']} (got {err.get('input')!r})") from None
+
+
+def resolve(cfg: DictConfig, run_dir: Path) -> RunContext:
+    h, h_path, exp = load_pair(cfg)
+    try:
+        backend = BackendSettings.model_validate(OmegaConf.to_container(cfg.backend, resolve=True))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError("command line", "backend." + ".".join(map(str, err["loc"])), err["msg"]) from None
+    if backend.name == "endpoint" and not backend.url:
+        raise ConfigError("command line", "backend.url", "the endpoint backend needs backend.url=http://HOST:PORT")
+    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
+    if backend.name == "endpoint" and len(design_mod.conditions(h)) > 1:
+        raise ConfigError(
+            "command line", "backend",
+            f"the endpoint backend measures one running server, but {h.name} has "
+            f"{len(design_mod.conditions(h))} conditions; use backend=sim or backend=sglang",
+        )
+    resume = Path(cfg.resume) if cfg.get("resume") else None
+    if resume is not None:
+        resume = _resume_dir(resume, run_dir)
+    return RunContext(
+        hypothesis=h, hypothesis_path=h_path, experiment=exp, backend=backend, design=d,
+        ledger=Path(cfg.ledger), run_dir=run_dir,
+        config=OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
+        resume=resume, allow_amend=bool(cfg.allow_amend),
+        progress=bool(cfg.progress) and sys.stdout.isatty(), report=bool(cfg.report),
+    )
+
+
+def _resume_dir(path: Path, run_dir: Path) -> Path:
+    """A run directory, or a sweep directory holding one whose name matches this job's."""
+    if (path / "trials.jsonl").exists():
+        return path
+    candidate = path / run_dir.name
+    if (candidate / "trials.jsonl").exists():
+        return candidate
+    if path.is_dir():
+        # Not started in the interrupted sweep: nothing to reuse, run from scratch.
+        return candidate
+    raise ConfigError("command line", "resume", f"{path} is not a run directory (no trials.jsonl)")
+
+
+# --------------------------------------------------------------------------- the trials file
+
+
+class TrialsWriter:
+    """Append-only JSONL, one line per event, flushed at once (threads share it under a lock)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._f = open(path, "a", encoding="utf-8")
+        self.rows: list[dict[str, Any]] = []
+
+    def write(self, row: dict[str, Any]) -> None:
+        line = json.dumps(row, separators=(",", ":"), sort_keys=True) + "\n"
+        with self._lock:
+            self._f.write(line)
+            self._f.flush()
+            self.rows.append(row)
+
+    def sync(self) -> None:
+        with self._lock:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self.sync()
+        self._f.close()
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break  # a line cut by a crash: everything after it is unreliable
+    return rows
+
+
+def completed_launches(rows: Iterable[dict[str, Any]], requests_n: int) -> dict[str, list[dict[str, Any]]]:
+    """Launches whose outcome is complete: a start-up failure, or all measured requests present."""
+    by_launch: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_launch.setdefault(row["launch_id"], []).append(row)
+    done = {}
+    for launch_id, group in by_launch.items():
+        launch = [r for r in group if r["kind"] == "launch"]
+        if not launch:
+            continue
+        measured = [r for r in group if r["kind"] == "request" and not r["warmup"]]
+        if not launch[-1]["ok"] or len(measured) >= requests_n:
+            done[launch_id] = group
+    return done
+
+
+# --------------------------------------------------------------------------- one launch
+
+
+def failure_line(message: str, tail: list[str]) -> str:
+    """The most telling line of a failed start-up: the last error-looking log line."""
+    for line in reversed(tail):
+        if ERROR_LINE.search(line) and not line.lstrip().startswith("File "):
+            return f"{message}: {line.strip()}"
+    return message
+
+
+def server_info(base_url: str, api_key: str | None) -> dict[str, Any] | None:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    for path in ("/get_server_info", "/server_info"):
+        try:
+            resp = requests.get(base_url + path, timeout=5, headers=headers)
+            if resp.status_code == 200:
+                return resp.json()
+        except (requests.RequestException, ValueError):
+            continue
+    return None
+
+
+def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
+               writer: TrialsWriter, progress: RunProgress) -> None:
+    h, d = ctx.hypothesis, ctx.design
+    cond = planned.condition
+    workload = design_mod.workload_for(h, ctx.experiment, cond)
+    launch_id = f"{planned.launch_id}-a{attempt}"
+    common = {"launch_id": launch_id, "condition": cond.index, "levels": cond.levels}
+    started = now_iso()
+    server: ServerProcess | None = None
+    if ctx.backend.name == "endpoint":
+        base_url, argv, startup = str(ctx.backend.url).rstrip("/"), [], 0.0
+    else:
+        port = free_port(ctx.backend.host)
+        log_path = ctx.run_dir / "logs" / f"{launch_id}.log"
+        spec = server_spec(ctx.backend, ctx.experiment, h, cond, port=port, seed=planned.seed, log_path=log_path)
+        base_url, argv = spec.base_url, spec.argv
+        server = ServerProcess(spec).start()
+        try:
+            startup = server.wait_ready()
+        except LaunchError as exc:
+            server.stop()
+            writer.write(LaunchRow(
+                **common, replicate=planned.replicate, block=planned.block, attempt=attempt, seed=planned.seed,
+                ok=False, exit_code=exc.exit_code, error=failure_line(exc.message, exc.log_tail),
+                log_tail=exc.log_tail, argv=argv, started=started, finished=now_iso(),
+            ).model_dump(mode="json"))
+            writer.sync()
+            progress.launch_failed(cond, exc.message)
+            return
+    try:
+        info = server_info(base_url, ctx.backend.api_key)
+        writer.write(LaunchRow(
+            **common, replicate=planned.replicate, block=planned.block, attempt=attempt, seed=planned.seed,
+            ok=True, startup_s=startup, argv=argv, server_info=info, started=started, finished=now_iso(),
+        ).model_dump(mode="json"))
+
+        def on_row(index: int, warmup: bool, row: dict[str, Any]) -> None:
+            writer.write(RequestRow(
+                **common, trial_id=f"{launch_id}-q{index}", index=index, warmup=warmup, **row,
+            ).model_dump(mode="json"))
+            progress.request_done(warmup)
+
+        client.run_workload(
+            base_url, workload, requests_n=d.requests, warmup=d.warmup, seed=planned.seed,
+            time_scale=ctx.backend.time_scale, api_key=ctx.backend.api_key, on_row=on_row,
+        )
+    finally:
+        if server is not None:
+            server.stop()
+        writer.sync()
+
+
+# --------------------------------------------------------------------------- the whole run
+
+
+def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
+    """Run the experiment for a resolved context; returns the verdict record as stored."""
+    from framework.records import environment, ledger, registration
+
+    console = console or Console(stderr=False)
+    install_signal_handlers()
+    ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    started = now_iso()
+    h, d = ctx.hypothesis, ctx.design
+    settings = analysis_settings(d)
+    reg_hash, amended = registration.check_or_amend(ctx.ledger, ctx.hypothesis_path, settings, ctx.allow_amend)
+
+    trials_path = ctx.run_dir / "trials.jsonl"
+    writer = TrialsWriter(trials_path)
+    reused, attempts = _reuse(ctx, writer)
+
+    conds = design_mod.conditions(h)
+    seq = d.sequential
+    max_per_condition = seq.max_launches if seq.enabled else d.launches
+    first_block = min(seq.block, max_per_condition) if seq.enabled else d.launches
+    progress = RunProgress(console, h.name, total_launches=len(conds) * max_per_condition,
+                           requests_per_launch=d.requests + d.warmup, enabled=ctx.progress)
+    looks: list[dict[str, Any]] = []
+    stop_reason = "fixed design: all planned launches done"
+    analysis: Analysis
+    try:
+        with progress:
+            done_blocks = 0
+            block_size = first_block
+            look = 0
+            while True:
+                plan = design_mod.schedule(h, block_size, d.seed, d.order, first_replicate=done_blocks)
+                for planned in plan:
+                    key = planned.launch_id
+                    if key in reused:
+                        progress.launch_reused(planned.condition)
+                        continue
+                    progress.launch_started(planned.condition, planned.replicate, max_per_condition)
+                    run_launch(ctx, planned, attempts.get(key, 0) + 1, writer, progress)
+                    progress.launch_done()
+                done_blocks += block_size
+                if not seq.enabled:
+                    analysis = analyze(h, writer.rows, alpha=d.alpha, method=d.analysis)
+                    break
+                from framework.analysis import sequential_look
+
+                look += 1
+                max_looks = math.ceil((seq.max_launches - first_block) / seq.block) + 1
+                analysis, stop, reason = sequential_look(
+                    h, writer.rows, look=look, max_looks=max_looks, alpha=d.alpha, method=d.analysis
+                )
+                looks.append({"look": look, "launches_per_condition": done_blocks, "stop": stop, "reason": reason,
+                              "predictions": [p.model_dump(mode="json") for p in analysis.predictions]})
+                progress.note(f"look {look}: {reason}")
+                if stop or done_blocks >= seq.max_launches:
+                    stop_reason = reason if stop else f"reached design.max_launches={seq.max_launches}: {reason}"
+                    break
+                block_size = min(seq.block, seq.max_launches - done_blocks)
+    finally:
+        writer.close()
+
+    env = environment.fingerprint()
+    env["backend"] = ctx.backend.name
+    info = next((r.get("server_info") for r in writer.rows if r["kind"] == "launch" and r.get("server_info")), None)
+    env["server"] = _server_summary(info)
+    record = VerdictRecord(
+        hypothesis=HypothesisRef(
+            name=h.name, sha256=sha256_file(ctx.hypothesis_path), statement=h.statement.strip(),
+            path=str(ctx.hypothesis_path), content=ctx.hypothesis_path.read_text(encoding="utf-8"),
+        ),
+        backend=ctx.backend.name,
+        verdict=analysis.verdict,
+        predictions=[PredictionRecord(**p.model_dump()) for p in analysis.predictions],
+        conditions=[
+            ConditionRecord(
+                levels=c.levels,
+                server_args=design_mod.server_args_for(h, ctx.experiment, conds[c.index]),
+                launches=LaunchCounts(**c.launches),
+                metric=c.metric.model_dump(),
+                failures=c.failures,
+                outlier_launches=c.outlier_launches,
+            )
+            for c in analysis.conditions
+        ],
+        trials=TrialsRef(path=_relative_to(trials_path, ctx.ledger.resolve().parent), sha256=sha256_file(trials_path),
+                         rows=len(writer.rows)),
+        environment=env,
+        config=ctx.config,
+        analysis={
+            **settings,
+            "details": analysis.details,
+            "stopping": {"sequential": seq.enabled, "looks": looks, "reason": stop_reason,
+                         "launches_per_condition": _launches_per_condition(writer.rows)},
+            "resumed_from": str(ctx.resume) if ctx.resume else None,
+            "launch_attempts": _attempts_summary(writer.rows),
+            "amended": amended,
+        },
+        run_dir=str(ctx.run_dir),
+        registration=reg_hash,
+        started=started,
+        finished=now_iso(),
+    )
+    stored = ledger.append(ctx.ledger, record.to_json_dict())
+    (ctx.run_dir / "verdict.json").write_text(json.dumps(stored, indent=2) + "\n", encoding="utf-8")
+    (ctx.run_dir / "summary.md").write_text(summary_markdown(stored), encoding="utf-8")
+    print_verdict_table(console, stored)
+    if ctx.report:
+        try:
+            from framework.report import write_report
+
+            write_report(ctx.run_dir)
+        except Exception as exc:  # a report is a convenience; the verdict is already safe
+            console.print(f"[yellow]report not written: {exc}[/yellow]")
+    console.print(f"ledger: {ctx.ledger}  run: {ctx.run_dir}")
+    return stored
+
+
+def analysis_settings(d: Design) -> dict[str, Any]:
+    """What the analysis depends on besides the data (part of registration and of every record)."""
+    return {
+        "alpha": d.alpha, "method": d.analysis, "design": d.model_dump(mode="json"),
+    }
+
+
+def _reuse(ctx: RunContext, writer: TrialsWriter) -> tuple[set[str], dict[str, int]]:
+    """Copy complete launches of an interrupted run into this one; count earlier attempts."""
+    if ctx.resume is None or not (ctx.resume / "trials.jsonl").exists():
+        return set(), {}
+    old_cfg = ctx.resume / ".hydra" / "config.yaml"
+    if old_cfg.exists():
+        before = OmegaConf.load(old_cfg)
+        if before.get("hypothesis") != ctx.config.get("hypothesis"):
+            raise ConfigError("command line", "resume",
+                              f"{ctx.resume} ran hypothesis {before.get('hypothesis')!r}, not {ctx.config.get('hypothesis')!r}")
+    old = read_rows(ctx.resume / "trials.jsonl")
+    attempts: dict[str, int] = {}
+    for row in old:
+        if row["kind"] == "launch":
+            base, _, a = row["launch_id"].rpartition("-a")
+            attempts[base] = max(attempts.get(base, 0), int(a))
+    done = completed_launches(old, ctx.design.requests)
+    reused: set[str] = set()
+    for launch_id, group in done.items():
+        for row in group:
+            writer.write({**row, "reused_from": str(ctx.resume)})
+        reused.add(launch_id.rpartition("-a")[0])
+    writer.sync()
+    return reused, attempts
+
+
+def _launches_per_condition(rows: list[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rows:
+        if r["kind"] == "launch":
+            out[str(r["condition"])] = out.get(str(r["condition"]), 0) + 1
+    return out
+
+
+def _attempts_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for r in rows:
+        if r["kind"] == "launch":
+            out[r["launch_id"]] = {"attempt": r.get("attempt", 1), "reused_from": r.get("reused_from")}
+    return out
+
+
+def _server_summary(info: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not info:
+        return None
+    keep = ("version", "model_path", "tp_size", "sim_profile", "sim_speedup", "backend")
+    return {k: info.get(k) for k in keep if k in info} | {"server_args": info}
+
+
+def _relative_to(path: Path, base: Path) -> str:
+    try:
+        return os.path.relpath(path.resolve(), base)
+    except ValueError:
+        return str(path.resolve())
+
+
+def summary_markdown(record: dict[str, Any]) -> str:
+    h = record["hypothesis"]
+    lines = [
+        f"# {h['name']}: {record['verdict']}",
+        "",
+        f"backend: {record['backend']}",
+        "",
+        f"> {h['statement']}",
+        "",
+        "| prediction | kind | estimate | interval | p | verdict | reason |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in record["predictions"]:
+        est = f"{p['estimate']:.3f}" if p.get("estimate") is not None else "-"
+        ci = f"[{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]" if p.get("ci") else "-"
+        pv = f"{p['p_value']:.2g}" if p.get("p_value") is not None else "-"
+        lines.append(f"| {p['id']} | {p['kind']} | {est} | {ci} | {pv} | {p['verdict']} | {p['reason']} |")
+    lines += ["", "| condition | launches ok/failed | mean |", "|---|---|---|"]
+    for c in record["conditions"]:
+        levels = ", ".join(f"{k}={v}" for k, v in c["levels"].items())
+        mean = c["metric"].get("mean")
+        mean_s = f"{mean:.4g} {c['metric'].get('name', '')}" if mean is not None else "-"
+        lines.append(f"| {levels} | {c['launches']['ok']}/{c['launches']['failed']} | {mean_s} |")
+    stopping = record.get("analysis", {}).get("stopping", {})
+    if stopping:
+        lines += ["", f"stopping: {stopping.get('reason')}"]
+    lines += ["", f"trials: `{record['trials']['path']}` (sha256 {record['trials']['sha256'][:16]}...)", ""]
+    return "\n".join(lines)

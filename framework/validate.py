@@ -1,0 +1,49 @@
+"""`python -m framework validate`: check every hypothesis and experiment file, print one line each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from framework.runner import find_file, project_root
+from framework.spec import SpecError, load_experiment, load_hypothesis
+
+
+def _default_files() -> list[Path]:
+    files: list[Path] = []
+    for kind in ("experiments", "hypotheses"):
+        base = Path(kind) if Path(kind).is_dir() else project_root() / kind
+        files += sorted(base.glob("*.yaml"))
+    return files
+
+
+def check_file(path: Path) -> str | None:
+    """None when the file is valid, else the one-line problem."""
+    try:
+        if path.parent.name == "experiments":
+            load_experiment(path)
+            return None
+        h = load_hypothesis(path)
+        exp_path = find_file(str(path.parent.parent / "experiments"), h.experiment)
+        if not exp_path.exists():
+            raise SpecError(path, "experiment", f"no experiment file {exp_path}")
+        load_experiment(exp_path)
+        return None
+    except SpecError as exc:
+        return str(exc)
+
+
+def validate_all(args: list[str]) -> int:
+    console = Console(stderr=False, highlight=False)
+    files = [Path(a) for a in args] or _default_files()
+    problems = 0
+    for path in files:
+        problem = check_file(path)
+        if problem is None:
+            console.print(f"[green]ok[/green]     {path}")
+        else:
+            problems += 1
+            console.print(f"[red]error[/red]  {problem}")
+    console.print(f"{len(files)} file(s) checked, {problems} with problems")
+    return 2 if problems else 0
