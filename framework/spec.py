@@ -235,11 +235,12 @@ def check_hypothesis(h: Hypothesis) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     factors = h.factors
 
-    def level_of(field: str, factor: str, level: str) -> None:
+    def level_of(field: str, factor: str, level: str, level_field: str | None = None) -> None:
         if factor not in factors:
             problems.append((field, f"unknown factor {factor!r}; factors: {sorted(factors)}"))
         elif level not in factors[factor].levels:
-            problems.append((field, f"unknown level {level!r} of factor {factor!r}; levels: {sorted(factors[factor].levels)}"))
+            problems.append((level_field or field,
+                             f"unknown level {level!r} of factor {factor!r}; levels: {sorted(factors[factor].levels)}"))
 
     seen: set[str] = set()
     for i, p in enumerate(h.predictions):
@@ -251,7 +252,7 @@ def check_hypothesis(h: Hypothesis) -> list[tuple[str, str]]:
             level_of(f"{base}.where.{k}", k, v)
         if isinstance(p, Launches):
             continue
-        level_of(f"{base}.factor", p.factor, p.level)
+        level_of(f"{base}.factor", p.factor, p.level, f"{base}.level")
         if p.factor in factors and p.level == factors[p.factor].reference:
             problems.append((f"{base}.level", f"{p.level!r} is the reference of {p.factor!r}; compare another level"))
         if p.factor in p.where:
@@ -260,7 +261,7 @@ def check_hypothesis(h: Hypothesis) -> list[tuple[str, str]]:
         if isinstance(p, Interaction):
             if p.by == p.factor:
                 problems.append((f"{base}.by", "an interaction needs a second factor"))
-            level_of(f"{base}.by_level", p.by, p.by_level)
+            level_of(f"{base}.by", p.by, p.by_level, f"{base}.by_level")
             if p.by_reference is not None:
                 level_of(f"{base}.by_reference", p.by, p.by_reference)
             if p.by in factors and (p.by_reference or factors[p.by].reference) == p.by_level:

@@ -1,0 +1,90 @@
+"""The launcher against a stand-in process: readiness, fail-fast, timeout, teardown, no orphans."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from framework.execution.launcher import LaunchError, ServerProcess, ServerSpec, free_port
+
+FAKE = str(Path(__file__).parent.parent / "fixtures" / "fake_server.py")
+HOLD = str(Path(__file__).parent.parent / "fixtures" / "hold_server.py")
+
+
+def spec(tmp_path: Path, *extra: str, timeout: float = 30.0) -> ServerSpec:
+    port = free_port()
+    return ServerSpec([sys.executable, FAKE, "--port", str(port), *extra], "127.0.0.1", port,
+                      tmp_path / "server.log", ready_timeout_s=timeout)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill(0); it is dead for our purpose
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_dead(pid: int, within: float = 15.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_waits_for_health_then_stops(tmp_path):
+    with ServerProcess(spec(tmp_path, "--ready-after", "0.5")) as server:
+        assert server.startup_s is not None and server.startup_s >= 0.5
+        pid = server.proc.pid
+        assert alive(pid)
+    assert wait_dead(pid)
+    assert "serving" in (tmp_path / "server.log").read_text()
+
+
+def test_exit_during_startup_fails_fast_with_code_and_log(tmp_path):
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError) as info:
+        with ServerProcess(spec(tmp_path, "--exit-code", "3")):
+            pass
+    assert info.value.exit_code == 3
+    assert any("told to fail" in line for line in info.value.log_tail)
+    assert time.monotonic() - t0 < 10
+
+
+def test_not_ready_in_time_is_a_clear_error_and_the_server_is_stopped(tmp_path):
+    s = spec(tmp_path, "--ready-after", "60", timeout=1.0)
+    server = ServerProcess(s)
+    with pytest.raises(LaunchError, match="not ready after"):
+        with server:
+            pass
+    assert wait_dead(server.proc.pid)
+
+
+def test_stop_kills_the_whole_group_even_if_sigterm_is_ignored(tmp_path):
+    server = ServerProcess(spec(tmp_path, "--child", "--ignore-term")).start()
+    server.wait_ready()
+    time.sleep(0.2)
+    child_line = next(l for l in (tmp_path / "server.log").read_text().splitlines() if l.startswith("child pid"))
+    child = int(child_line.split()[-1])
+    server.stop(grace_s=0.5)
+    assert wait_dead(server.proc.pid) and wait_dead(child)
+
+
+def test_no_server_outlives_a_sigkilled_framework(tmp_path):
+    holder = subprocess.Popen([sys.executable, HOLD, str(tmp_path / "held.log")], stdout=subprocess.PIPE, text=True)
+    server_pid = int(holder.stdout.readline())
+    assert alive(server_pid)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    assert wait_dead(server_pid), "the server survived its framework"

@@ -1,0 +1,106 @@
+"""The DSL: shipped files load; every bad-input class names the file and the field."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings, strategies as st
+
+from framework.spec import SpecError, load_experiment, load_hypothesis, parse_yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = (ROOT / "hypotheses" / "eagle3_allreduce.yaml").read_text()
+
+
+def write(tmp_path: Path, text: str, name: str = "h.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def mutate(tmp_path: Path, edit) -> Path:
+    data = yaml.safe_load(BASE.replace('"on"', "'on'").replace('"off"', "'off'"))
+    edit(data)
+    return write(tmp_path, yaml.safe_dump(data, sort_keys=False))
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "hypotheses").glob("*.yaml")))
+def test_shipped_hypotheses_load(path):
+    h = load_hypothesis(path)
+    assert h.predictions and h.factors
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.yaml")))
+def test_shipped_experiments_load(path):
+    assert load_experiment(path).tp_size >= 1
+
+
+def test_on_and_off_stay_level_names():
+    h = load_hypothesis(ROOT / "hypotheses" / "eagle3_allreduce.yaml")
+    assert set(h.factors["fusion"].levels) == {"on", "off"}
+
+
+CASES = [
+    ("unknown factor", lambda d: d["predictions"][0].update(factor="fuson"), "predictions[0].factor", "unknown factor 'fuson'"),
+    ("unknown level", lambda d: d["predictions"][1].update(level="maybe"), "predictions[1].level", "unknown level 'maybe'"),
+    ("unknown where level", lambda d: d["predictions"][0]["where"].update(decoding="eagle9"), "predictions[0].where.decoding", "unknown level"),
+    ("margin zero", lambda d: d["predictions"][0].update(margin=0), "predictions[0].margin", "greater than 0"),
+    ("margin negative", lambda d: d["predictions"][0].update(margin=-0.1), "predictions[0].margin", "greater than 0"),
+    ("alpha too big", lambda d: d["design"].update(alpha=0.5), "design.alpha", "less than 0.5"),
+    ("alpha zero", lambda d: d["design"].update(alpha=0), "design.alpha", "greater than 0"),
+    ("unknown field", lambda d: d["design"].update(launchs=3), "design.launchs", "allowed:"),
+    ("unknown kind", lambda d: d["predictions"][0].update(kind="bigger"), "predictions[0]", "unknown prediction kind"),
+    ("bad reference", lambda d: d["factors"]["fusion"].update(reference="maybe"), "factors.fusion", "reference 'maybe' is not a level"),
+    ("free factor", lambda d: d["predictions"][0].pop("where"), "predictions[0].where", "must be pinned"),
+    ("unknown metric", lambda d: d.update(metric="tok_per_joule"), "metric", "decode_tok_s"),
+    ("duplicate id", lambda d: d["predictions"][1].update(id="neutral_for_baseline"), "predictions[1].id", "duplicate"),
+]
+
+
+@pytest.mark.parametrize("label,edit,field,fragment", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_names_file_and_field(tmp_path, label, edit, field, fragment):
+    path = mutate(tmp_path, edit)
+    with pytest.raises(SpecError) as info:
+        load_hypothesis(path)
+    assert info.value.file == str(path)
+    assert info.value.field == field, str(info.value)
+    assert fragment in info.value.message, str(info.value)
+
+
+def test_bad_yaml_names_the_line(tmp_path):
+    path = write(tmp_path, "name: x\nfactors: [a\n")
+    with pytest.raises(SpecError, match=r"line \d+, column \d+: invalid YAML"):
+        load_hypothesis(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(SpecError, match="file not found"):
+        load_hypothesis(tmp_path / "nope.yaml")
+
+
+def test_bad_regex(tmp_path):
+    path = write(tmp_path, (ROOT / "hypotheses" / "cuda13_unblocks_fusion.yaml").read_text().replace(
+        '"No supported CUDA architectures found for major versions"', '"(unclosed"'))
+    with pytest.raises(SpecError) as info:
+        load_hypothesis(path)
+    assert info.value.field == "predictions[0].match"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False, min_value=-5, max_value=5))
+def test_margin_valid_iff_strictly_between_zero_and_one(tmp_path_factory, margin):
+    path = mutate(tmp_path_factory.mktemp("m"), lambda d: d["predictions"][0].update(margin=margin))
+    if 0 < margin < 1:
+        assert load_hypothesis(path).predictions[0].margin == margin
+    else:
+        with pytest.raises(SpecError, match=r"predictions\[0\]\.margin"):
+            load_hypothesis(path)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=200))
+def test_parser_never_crashes_on_arbitrary_text(text):
+    try:
+        parse_yaml(text, "x.yaml")
+    except SpecError as exc:
+        assert exc.file == "x.yaml"
