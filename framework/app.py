@@ -90,9 +90,10 @@ def precheck(overrides: list[str]) -> None:
 def hydra_run(cfg: DictConfig) -> Any:
     from framework.runner import resolve, run
 
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    runtime = HydraConfig.get().runtime
+    run_dir = Path(runtime.output_dir)
     try:
-        ctx = resolve(cfg, run_dir)
+        ctx = resolve(cfg, run_dir, Path(runtime.cwd))
         record = run(ctx)
     except SpecError as exc:
         sys.exit(report_error(exc))

@@ -140,8 +140,12 @@ def effective_design(base: Design, overrides: dict[str, Any]) -> Design:
         raise ConfigError("command line", f"design.{loc}", f"{err['msg']} (got {err.get('input')!r})") from None
 
 
-def resolve(cfg: DictConfig, run_dir: Path) -> RunContext:
+def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunContext:
+    """Everything a run needs, checked. Relative paths are taken from `cwd` (where the user ran)."""
     h, h_path, exp = load_pair(cfg)
+    ledger = Path(cfg.ledger)
+    if cwd is not None and not ledger.is_absolute():
+        ledger = cwd / ledger
     try:
         backend = BackendSettings.model_validate(OmegaConf.to_container(cfg.backend, resolve=True))
     except ValidationError as exc:
@@ -161,7 +165,7 @@ def resolve(cfg: DictConfig, run_dir: Path) -> RunContext:
         resume = _resume_dir(resume, run_dir)
     return RunContext(
         hypothesis=h, hypothesis_path=h_path, experiment=exp, backend=backend, design=d,
-        ledger=Path(cfg.ledger), run_dir=run_dir,
+        ledger=ledger, run_dir=run_dir,
         config=OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
         resume=resume, allow_amend=bool(cfg.allow_amend),
         progress=bool(cfg.progress) and sys.stdout.isatty(), report=bool(cfg.report),
@@ -373,6 +377,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
                 progress.note(f"look {look}: {reason}")
                 if stop or done_blocks >= seq.max_launches:
                     stop_reason = reason if stop else f"reached design.max_launches={seq.max_launches}: {reason}"
+                    progress.finish_early()
                     break
                 block_size = min(seq.block, seq.max_launches - done_blocks)
     finally:

@@ -1,0 +1,133 @@
+"""End to end through `python -m framework` and the real simulated server process.
+
+Fast variants use the simulator's speed-up (backend.speedup) and small designs; the statistics
+are the real ones, so verdict assertions use the sim's fixed seeds and the design's margins.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, framework, ledger_records
+
+FAST = ["backend.speedup=50"]
+
+
+def verdict_of(record: dict, pid: str) -> dict:
+    return next(p for p in record["predictions"] if p["id"] == pid)
+
+
+def test_help_lists_subcommands(workdir):
+    out = framework("--help", cwd=workdir)
+    assert out.returncode == 0
+    for cmd in ("run", "validate", "plan", "register", "audit", "report", "schema"):
+        assert f"  {cmd}" in out.stdout
+
+
+def test_validate_shipped_files(workdir):
+    out = framework("validate", cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 with problems" in out.stdout
+
+
+def _bad_hypothesis(workdir: Path, edit) -> list[str]:
+    data = yaml.safe_load((ROOT / "hypotheses" / "eagle3_allreduce.yaml").read_text().replace('"on"', "'on'").replace('"off"', "'off'"))
+    edit(data)
+    hyp_dir = workdir / "hyp"
+    hyp_dir.mkdir(exist_ok=True)
+    (hyp_dir / "bad.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return ["hypothesis=bad", f"paths.hypotheses={hyp_dir}", f"paths.experiments={ROOT / 'experiments'}"]
+
+
+BAD = [
+    ("unknown factor", lambda d: d["predictions"][0].update(factor="fuson"), "predictions[0].factor"),
+    ("unknown level", lambda d: d["predictions"][0].update(level="maybe"), "predictions[0].level"),
+    ("margin <= 0", lambda d: d["predictions"][0].update(margin=0), "predictions[0].margin"),
+    ("alpha outside (0, 0.5)", lambda d: d["design"].update(alpha=0.6), "design.alpha"),
+    ("missing experiment", lambda d: d.update(experiment="no_such_rig"), "experiment"),
+]
+
+
+@pytest.mark.parametrize("label,edit,field", BAD, ids=[b[0] for b in BAD])
+def test_bad_input_is_one_clear_line_exit_2_and_no_server(workdir, label, edit, field):
+    out = framework("run", *_bad_hypothesis(workdir, edit), cwd=workdir)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    lines = [l for l in out.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "bad.yaml" in lines[0] and f": {field}:" in lines[0], lines
+    assert not (workdir / "outputs").exists(), "nothing may start before the input is valid"
+
+
+def test_bad_yaml_and_bad_overrides(workdir):
+    hyp = workdir / "hyp"
+    hyp.mkdir()
+    (hyp / "broken.yaml").write_text("name: broken\nfactors: [unclosed\n")
+    out = framework("run", "hypothesis=broken", f"paths.hypotheses={hyp}", cwd=workdir)
+    assert out.returncode == 2 and "broken.yaml: line" in out.stderr and "Traceback" not in out.stderr
+    for args, fragment in ((["hypothesis=nope"], "no hypothesis 'nope'"),
+                           (["hypothesis=eagle3_allreduce", "design.launchs=3"], "design.launchs"),
+                           (["hypothesis=eagle3_allreduce", "design.alpha=0.9"], "design.alpha"),
+                           (["hypothesis=eagle3_allreduce", "backend=gpu"], "backend"),
+                           (["design.launches=3"], "hypothesis")):
+        out = framework("run", *args, cwd=workdir)
+        assert out.returncode == 2, (args, out.stderr)
+        assert fragment in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
+    assert not (workdir / "outputs").exists()
+
+
+def test_run_appends_a_verdict_with_raw_trials_logs_and_summary(workdir):
+    out = framework("run", "hypothesis=eagle3_allreduce", "design.launches=3", "design.requests=2", *FAST,
+                    cwd=workdir)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "backend: sim" in out.stdout
+    (record,) = [r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"]
+    assert record["schema"] == "framework.verdict/1" and record["backend"] == "sim"
+    assert record["hypothesis"]["name"] == "eagle3_allreduce" and len(record["hypothesis"]["sha256"]) == 64
+    assert {c["launches"]["ok"] for c in record["conditions"]} == {3}
+    run_dir = Path(record["run_dir"])
+    if not run_dir.is_absolute():
+        run_dir = workdir / run_dir
+    rows = [json.loads(l) for l in (run_dir / "trials.jsonl").read_text().splitlines()]
+    assert sum(r["kind"] == "launch" for r in rows) == 12
+    assert sum(r["kind"] == "request" and not r["warmup"] for r in rows) == 24
+    assert len(list((run_dir / "logs").glob("*.log"))) == 12
+    assert (run_dir / "verdict.json").exists() and "backend: sim" in (run_dir / "summary.md").read_text()
+    assert (run_dir / ".hydra" / "config.yaml").exists()
+    assert all(r["time_scale"] == 50 for r in rows if r["kind"] == "request")
+
+
+def test_a_false_prediction_is_refuted(workdir):
+    def claim_fusion_speeds_up_baseline(d):
+        d["predictions"] = [{"id": "fusion_speeds_baseline", "kind": "increase", "factor": "fusion",
+                             "level": "on", "where": {"decoding": "baseline"}, "min_effect": 0.10}]
+    out = framework("run", *_bad_hypothesis(workdir, claim_fusion_speeds_up_baseline), "design.launches=3",
+                    "design.requests=2", *FAST, cwd=workdir)
+    assert out.returncode == 0, out.stderr[-3000:]
+    record = ledger_records(workdir / "verdicts.jsonl")[-1]
+    assert record["verdict"] == "refuted"
+    assert verdict_of(record, "fusion_speeds_baseline")["estimate"] == pytest.approx(1.0, abs=0.03)
+
+
+def test_too_few_launches_is_inconclusive(workdir):
+    out = framework("run", "hypothesis=eagle3_allreduce", "design.launches=1", "design.requests=1", *FAST,
+                    cwd=workdir)
+    assert out.returncode == 0, out.stderr[-3000:]
+    record = ledger_records(workdir / "verdicts.jsonl")[-1]
+    assert record["verdict"] == "inconclusive"
+    assert all(p["verdict"] == "inconclusive" for p in record["predictions"])
+
+
+def test_cuda13_unblocks_fusion_is_supported_and_shows_the_crash_line(workdir):
+    out = framework("run", "hypothesis=cuda13_unblocks_fusion", *FAST, cwd=workdir)
+    assert out.returncode == 0, out.stderr[-3000:]
+    record = ledger_records(workdir / "verdicts.jsonl")[-1]
+    assert record["verdict"] == "supported", record["predictions"]
+    crash = verdict_of(record, "fused_crashes_on_cuda12_8")
+    assert "No supported CUDA architectures found for major versions [9, 10]" in crash["reason"]
+    failed = next(c for c in record["conditions"] if c["levels"] == {"stack": "cuda12_8", "fusion": "on"})
+    assert failed["launches"] == {"ok": 0, "failed": 2}
+    assert any("No supported CUDA architectures" in f for f in failed["failures"])

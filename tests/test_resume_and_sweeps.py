@@ -1,0 +1,106 @@
+"""Interrupted runs resume without losing work; multirun sweeps share one ledger; no orphans."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from conftest import ROOT, framework, ledger_records
+
+
+def sim_pids() -> set[int]:
+    pids = set()
+    for p in psutil.process_iter(["cmdline", "status"]):
+        cmd = p.info["cmdline"] or []
+        if "framework.sim" in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
+            pids.add(p.pid)
+    return pids
+
+
+def no_new_servers(before: set[int], within: float = 15.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not (sim_pids() - before):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def rows(path: Path) -> list[dict]:
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return out
+
+
+def complete_launches(trials: Path, requests: int) -> list[str]:
+    rs = rows(trials) if trials.exists() else []
+    done = []
+    for r in rs:
+        if r["kind"] == "launch" and r["ok"]:
+            measured = [q for q in rs if q["kind"] == "request" and q["launch_id"] == r["launch_id"] and not q["warmup"]]
+            if len(measured) >= requests:
+                done.append(r["launch_id"])
+    return done
+
+
+def test_sigkill_then_resume_reuses_completed_launches(workdir):
+    before = sim_pids()
+    run1 = workdir / "run1"
+    args = ["hypothesis=eagle3_allreduce", "design.launches=3", "design.requests=1", "design.warmup=0",
+            "backend.speedup=50"]
+    proc = subprocess.Popen([sys.executable, "-m", "framework", "run", *args, f"hydra.run.dir={run1}"], cwd=workdir,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 120
+    while len(complete_launches(run1 / "trials.jsonl", 1)) < 5 and time.monotonic() < deadline:
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert no_new_servers(before), "a server outlived the killed framework"
+    done_before = complete_launches(run1 / "trials.jsonl", 1)
+    assert 5 <= len(done_before) < 12
+    old_trials = {r["trial_id"] for r in rows(run1 / "trials.jsonl")
+                  if r["kind"] == "request" and r["launch_id"] in done_before}
+
+    run2 = workdir / "run2"
+    out = framework("run", *args, f"resume={run1}", f"hydra.run.dir={run2}", cwd=workdir)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert no_new_servers(before)
+    (record,) = [r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"]
+    new_rows = rows(run2 / "trials.jsonl")
+    reused = {r["trial_id"] for r in new_rows if r["kind"] == "request" and r.get("reused_from")}
+    assert old_trials <= reused, "completed launches must be reused with their trial ids"
+    assert sum(r["kind"] == "launch" for r in new_rows if r["ok"]) == 12
+    attempts = record["analysis"]["launch_attempts"]
+    assert sum(1 for a in attempts.values() if a["reused_from"]) == len(done_before)
+    assert record["analysis"]["resumed_from"].endswith("run1")
+    assert [p["id"] for p in record["predictions"]] == [
+        "neutral_for_baseline", "helps_eagle3", "helps_eagle3_more_than_baseline"]
+    assert all(c["launches"]["ok"] == 3 for c in record["conditions"])
+
+
+def test_joblib_multirun_two_hypotheses_one_ledger_and_a_sweep_summary(workdir):
+    before = sim_pids()
+    sweep = workdir / "sweep"
+    out = framework("run", "-m", "hypothesis=eagle3_allreduce,torch_symm_mem", "hydra/launcher=joblib",
+                    "hydra.launcher.n_jobs=2", "design.launches=2", "design.requests=1", "design.warmup=0",
+                    "backend.speedup=50", f"hydra.sweep.dir={sweep}", cwd=workdir, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    verdicts = [r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"]
+    assert sorted(r["hypothesis"]["name"] for r in verdicts) == ["eagle3_allreduce", "torch_symm_mem"]
+    summary = json.loads((sweep / "sweep_summary.json").read_text())
+    assert len(summary["rows"]) == 2
+    assert (sweep / "sweep_summary.md").read_text().strip()
+    assert no_new_servers(before)
