@@ -77,3 +77,55 @@ class VerdictRecord(_Record):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
+
+
+class RegistrationRecord(_Record):
+    """A hypothesis declared before any data: its content, the analysis plan and the code version.
+
+    A verdict record points at the registration (or latest amendment) it ran under via
+    `registration` (that record's hash), so an auditor can see the plan came before the data.
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    schema_: Literal["framework.registration/1"] = Field("framework.registration/1", alias="schema")
+    kind: Literal["registration"] = "registration"
+    hypothesis: HypothesisRef  # content and sha256 of the file as registered
+    analysis: dict[str, Any] = {}  # the analysis settings (alpha, method, ...) as planned
+    analysis_sha256: str
+    git_commit: str | None = None
+    registered: str  # ISO 8601 UTC
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class AmendmentRecord(_Record):
+    """A transparent change to a registered hypothesis (as in OSF practice): what changed, and when.
+
+    `amends` is the hash of the registration or amendment it supersedes; `diff` is a unified diff
+    of the old and new hypothesis content (and of the analysis settings, when those changed).
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    schema_: Literal["framework.amendment/1"] = Field("framework.amendment/1", alias="schema")
+    kind: Literal["amendment"] = "amendment"
+    hypothesis: HypothesisRef  # the new content and its sha256
+    previous_sha256: str
+    amends: str  # hash of the superseded registration/amendment record
+    registration: str  # hash of the original registration record
+    diff: str
+    analysis: dict[str, Any] = {}
+    analysis_sha256: str
+    previous_analysis_sha256: str | None = None
+    git_commit: str | None = None
+    amended: str  # ISO 8601 UTC
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+RECORD_MODELS: dict[str, type[_Record]] = {
+    "verdict": VerdictRecord,
+    "registration": RegistrationRecord,
+    "amendment": AmendmentRecord,
+}

@@ -1,0 +1,167 @@
+"""The ledger: hash chain, head file, tamper detection and concurrent appends."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from framework.records import ledger
+from framework.records.ledger import GENESIS, LedgerError
+
+
+def _fill(path: Path, n: int) -> list[dict]:
+    return [ledger.append(path, {"kind": "note", "hypothesis": {"name": f"h{i % 2}"}, "i": i, "x": i / 3})
+            for i in range(n)]
+
+
+def _kinds(problems: list[ledger.Problem]) -> set[str]:
+    return {p.kind for p in problems}
+
+
+def test_append_chains_and_hashes(tmp_path: Path) -> None:
+    path = tmp_path / "v.jsonl"
+    recs = _fill(path, 3)
+    assert recs[0]["prev_hash"] == GENESIS
+    assert [r["prev_hash"] for r in recs[1:]] == [r["hash"] for r in recs[:-1]]
+    assert all(ledger.record_hash(r) == r["hash"] for r in recs)
+    assert list(ledger.read(path)) == recs
+    assert ledger.verify_chain(path) == []
+    assert json.loads((tmp_path / "v.jsonl.head").read_text()) == {"count": 3, "hash": recs[-1]["hash"]}
+    assert ledger.head_of(path) == (3, recs[-1]["hash"])
+
+
+def test_pydantic_records_and_non_finite_floats(tmp_path: Path) -> None:
+    from framework.records.models import HypothesisRef
+
+    path = tmp_path / "v.jsonl"
+    stored = ledger.append(path, HypothesisRef(name="n", sha256="s", statement="t"))
+    assert stored["name"] == "n"
+    stored = ledger.append(path, {"v": float("nan"), "w": [float("inf")]})
+    assert stored["v"] is None and stored["w"] == [None]
+    assert ledger.verify_chain(path) == []
+
+
+def test_edited_number_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "v.jsonl"
+    recs = _fill(path, 4)
+    lines = path.read_text().splitlines(keepends=True)
+    lines[1] = lines[1].replace('"x":0.3333333333333333', '"x":0.5')
+    path.write_text("".join(lines))
+    problems = ledger.verify_chain(path)
+    assert [(p.line, p.kind) for p in problems] == [(2, "edited")]
+    assert problems[0].hash == recs[1]["hash"] and "h1" in str(problems[0])
+
+
+def test_edit_with_rehash_breaks_the_next_link(tmp_path: Path) -> None:
+    path = tmp_path / "v.jsonl"
+    _fill(path, 4)
+    lines = path.read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec["x"] = 99.0
+    lines[1] = ledger.canonical_json(ledger.seal(rec, rec["prev_hash"]))
+    path.write_text("\n".join(lines) + "\n")
+    assert [(p.line, p.kind) for p in ledger.verify_chain(path)] == [(3, "chain")]
+
+
+def test_deleted_line_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "v.jsonl"
+    _fill(path, 4)
+    lines = path.read_text().splitlines(keepends=True)
+    del lines[1]
+    path.write_text("".join(lines))
+    kinds = {(p.line, p.kind) for p in ledger.verify_chain(path)}
+    assert (2, "chain") in kinds and (3, "head") in kinds
+
+
+def test_deleted_first_line_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "v.jsonl"
+    _fill(path, 3)
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[1:]))
+    assert (1, "chain") in {(p.line, p.kind) for p in ledger.verify_chain(path)}
+
+
+def test_swapped_lines_are_detected(tmp_path: Path) -> None:
+    path = tmp_path / "v.jsonl"
+    recs = _fill(path, 4)
+    lines = path.read_text().splitlines(keepends=True)
+    lines[1], lines[2] = lines[2], lines[1]
+    path.write_text("".join(lines))
+    problems = ledger.verify_chain(path)
+    assert {p.line for p in problems if p.kind == "chain"} == {2, 3, 4}
+    assert problems[0].hash == recs[2]["hash"]
+
+
+def test_truncated_file_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "v.jsonl"
+    _fill(path, 3)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 20])
+    assert (3, "truncated") in {(p.line, p.kind) for p in ledger.verify_chain(path)}
+    with pytest.raises(LedgerError, match="incomplete"):
+        ledger.append(path, {"i": 99})
+
+
+def test_removed_last_lines_are_caught_by_the_head(tmp_path: Path) -> None:
+    path = tmp_path / "v.jsonl"
+    _fill(path, 4)
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:2]))
+    problems = ledger.verify_chain(path)
+    assert [(p.line, p.kind) for p in problems] == [(2, "head")]
+    assert "4" in problems[0].message
+    with pytest.raises(LedgerError, match="head"):
+        ledger.append(path, {"i": 99})  # chaining on would overwrite the evidence
+
+
+def test_ledger_without_head_still_appends(tmp_path: Path) -> None:
+    path = tmp_path / "v.jsonl"
+    _fill(path, 2)
+    (tmp_path / "v.jsonl.head").unlink()
+    ledger.append(path, {"i": 2})
+    assert ledger.verify_chain(path) == []
+    assert ledger.read_head(path)["count"] == 3
+
+
+def test_malformed_line_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "v.jsonl"
+    _fill(path, 3)
+    lines = path.read_text().splitlines(keepends=True)
+    lines.insert(1, "garbage\n")
+    path.write_text("".join(lines))
+    kinds = {(p.line, p.kind) for p in ledger.verify_chain(path)}
+    assert (2, "malformed") in kinds
+
+
+def _writer(path: str, who: int, n: int) -> None:
+    for i in range(n):
+        ledger.append(path, {"kind": "note", "writer": who, "i": i, "pad": "x" * (who * 500)})
+
+
+def test_four_processes_append_concurrently(tmp_path: Path) -> None:
+    path = tmp_path / "v.jsonl"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(path), w, 50)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    recs = list(ledger.read(path))
+    assert len(recs) == 200
+    assert sorted((r["writer"], r["i"]) for r in recs) == [(w, i) for w in range(4) for i in range(50)]
+    assert ledger.verify_chain(path) == []
+    assert ledger.read_head(path)["count"] == 200
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.text(min_size=1, max_size=8),
+                       st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
+                                 st.text(max_size=20)), max_size=6))
+def test_hash_is_independent_of_key_order(record: dict) -> None:
+    reordered = dict(reversed(list(record.items())))
+    assert ledger.record_hash(record) == ledger.record_hash(reordered)
+    sealed = ledger.seal(record, GENESIS)
+    assert ledger.record_hash(json.loads(ledger.canonical_json(sealed))) == sealed["hash"]
