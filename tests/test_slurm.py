@@ -1,0 +1,87 @@
+"""A two-job sweep of the real app through the submitit SLURM launcher, on a real SLURM cluster.
+
+Needs a reachable cluster with a `debug` partition, e.g. the single-node one of
+`bash .ci/slurm/start.sh` (as root); skipped with the reason otherwise. The jobs run on the
+cluster's node with `sys.executable` in the repository directory, so the node must share this
+filesystem (the local cluster is this machine).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PARTITION = "debug"  # conf/hydra/launcher/slurm_local.yaml
+HYPOTHESES = ("eagle3_allreduce", "torch_symm_mem")
+
+pytestmark = pytest.mark.slurm
+
+
+def _cluster_problem() -> str | None:
+    """Why no SLURM cluster can take the jobs, or None when one can."""
+    if shutil.which("sinfo") is None or shutil.which("sbatch") is None:
+        return "no SLURM here (sinfo/sbatch not on PATH); start the local cluster with `bash .ci/slurm/start.sh`"
+    try:
+        proc = subprocess.run(["sinfo", "-h", "-p", PARTITION, "-o", "%T"], capture_output=True, text=True,
+                              timeout=15)
+    except subprocess.TimeoutExpired:
+        return "the SLURM controller does not answer (sinfo timed out); run `bash .ci/slurm/start.sh`"
+    if proc.returncode != 0:
+        return f"the SLURM controller does not answer: {proc.stderr.strip() or proc.returncode}"
+    states = {s.strip().rstrip("*~#$@") for s in proc.stdout.split()}
+    if not states & {"idle", "mixed", "allocated", "completing"}:
+        return f"no usable node in partition {PARTITION!r} (states: {sorted(states) or 'none'})"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm() -> None:
+    problem = _cluster_problem()
+    if problem:
+        pytest.skip(problem)
+
+
+@pytest.mark.timeout(900)
+def test_two_job_sweep_runs_as_a_slurm_job_array(slurm: None, tmp_path: Path) -> None:
+    ledger = tmp_path / "verdicts.jsonl"
+    sweep = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "framework", "run", "-m", f"hypothesis={','.join(HYPOTHESES)}",
+           "hydra/launcher=slurm_local", f"ledger={ledger}", "design.launches=2", "design.requests=1",
+           f"hydra.sweep.dir={sweep}"]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=840)
+    elapsed = time.monotonic() - t0
+    logs = "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(sweep.glob(".submitit/*/*_log.*")))
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}\n{logs}"
+    print(f"two-job SLURM sweep took {elapsed:.1f} s")
+
+    # It went through SLURM, as one job array of two tasks.
+    scripts = list(sweep.glob(".submitit/*/*_submission.sh"))
+    assert len(scripts) == 1, scripts
+    script = scripts[0].read_text()
+    assert "#SBATCH --array=0-1%2" in script and f"#SBATCH --partition={PARTITION}" in script
+    assert sys.executable in script  # the job ran this interpreter
+
+    # Two verdict records, one per hypothesis, in the one ledger.
+    lines = [json.loads(line) for line in ledger.read_text().splitlines() if line.strip()]
+    verdicts = [r for r in lines if r.get("kind") == "verdict"]
+    assert sorted(r["hypothesis"]["name"] for r in verdicts) == sorted(HYPOTHESES)
+    assert all(r["verdict"] in ("supported", "refuted", "inconclusive") for r in verdicts)
+
+    # The sweep summary, written by the callback in the submitting process.
+    summary = json.loads((sweep / "sweep_summary.json").read_text())
+    assert [(j["status"], j["hypothesis"]) for j in summary["jobs"]] == [("ok", h) for h in HYPOTHESES]
+    assert (sweep / "sweep_summary.md").exists()
+
+    # Nothing of the array left in the queue (the .submitit folder is named after the array's job id).
+    array_id = scripts[0].parent.name
+    queue = subprocess.run(["squeue", "-h", "-j", array_id, "-t", "PENDING,RUNNING,COMPLETING", "-o", "%i %T"],
+                           capture_output=True, text=True, timeout=15)
+    assert queue.stdout.strip() == "", queue.stdout
