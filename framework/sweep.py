@@ -379,7 +379,7 @@ class SweepSummary(Callback):
             status: dict[str, Any] = {"status": "failed" if failed else "completed"}
             if failed:
                 exc = getattr(job_return, "_return_value", None)
-                status["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+                status["error"] = (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)[:2000]
             (out / JOB_STATUS).write_text(json.dumps(status) + "\n", encoding="utf-8")
         except Exception:  # never let bookkeeping fail a job
             pass
