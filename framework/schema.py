@@ -1,0 +1,33 @@
+"""`python -m framework schema`: the JSON Schema of every record kind, generated from the pydantic models.
+
+Ledger lines are verdict, registration and amendment records; trials files hold launch and request
+rows. Consumers outside Python can validate against these instead of reading our code.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from framework.records.models import AmendmentRecord, RegistrationRecord, VerdictRecord
+from framework.records.trials import LaunchRow, RequestRow
+
+KINDS = {
+    "verdict": VerdictRecord,
+    "registration": RegistrationRecord,
+    "amendment": AmendmentRecord,
+    "trial.launch": LaunchRow,
+    "trial.request": RequestRow,
+}
+
+
+def schemas() -> dict[str, Any]:
+    """{kind: JSON Schema} with the ledger's own field names (`schema`, not `schema_`)."""
+    return {kind: model.model_json_schema(by_alias=True, mode="serialization") for kind, model in KINDS.items()}
+
+
+def cmd_schema() -> int:
+    print(json.dumps({"$comment": "JSON Schema of every record kind: ledger lines (verdict, registration, "
+                                  "amendment) and trials rows (trial.launch, trial.request)",
+                      "kinds": schemas()}, indent=2))
+    return 0

@@ -1,0 +1,96 @@
+"""Reports of a run, a multirun and a ledger: Markdown plus self-contained HTML with embedded figures."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from framework import report
+from records_fixtures import make_run
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _embedded_pngs(page: str) -> dict[str, bytes]:
+    return {alt: base64.b64decode(data) for alt, data in
+            re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)}
+
+
+def test_run_directory_report(tmp_path: Path) -> None:
+    make_run(tmp_path / "outputs", "run", tmp_path / "verdicts.jsonl")
+    run = tmp_path / "outputs" / "run"
+    written = report.write_report(run)
+    md, page = run / "report.md", run / "report.html"
+    assert written[:2] == [md, page]
+    html = page.read_text()
+    pngs = _embedded_pngs(html)
+    assert set(pngs) == {"forest", "launches"}
+    assert all(p.startswith(PNG_MAGIC) and len(p) > 5000 for p in pngs.values())
+    assert 'class="banner">backend: sim' in html and "not from hardware" in html
+    assert "src=\"http" not in html and "<script" not in html  # self-contained
+    for pid in ("neutral_for_baseline", "helps_eagle3", "helps_eagle3_more_than_baseline"):
+        assert pid in html
+    assert "within ±3% (equivalence)" in html and "&gt; 1.10" in html
+    text = md.read_text()
+    assert "**backend: sim**" in text and "](report_figures/forest.png)" in text
+    assert (run / "report_figures" / "forest.png").read_bytes() == pngs["forest"]
+
+
+def test_sequential_run_shows_the_trajectory(tmp_path: Path) -> None:
+    looks = []
+    for k, (est, half) in enumerate([(1.70, 0.2), (1.76, 0.08), (1.78, 0.03)], start=1):
+        looks.append({"look": k, "launches_per_condition": 2 * k, "stop": k == 3, "reason": "r",
+                      "predictions": [{"id": "helps_eagle3", "kind": "increase", "verdict": "inconclusive",
+                                       "estimate": est, "ci": [est - half, est + half], "reason": "r"}]})
+    make_run(tmp_path, "run", tmp_path / "verdicts.jsonl",
+             extra_analysis={"stopping": {"sequential": True, "looks": looks, "reason": "all decided at look 3"}})
+    report.write_report(tmp_path / "run")
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert set(_embedded_pngs(html)) == {"forest", "launches", "looks"}
+    assert "Sequential looks" in html and "all decided at look 3" in html
+
+
+def test_multirun_directory_report_with_sweep_summary(tmp_path: Path) -> None:
+    from framework.sweep import SUMMARY_JSON, summarize
+
+    sweep = tmp_path / "multirun"
+    led = tmp_path / "verdicts.jsonl"
+    recs = [make_run(sweep, str(i), led, seed=i) for i in range(2)]
+    overrides = [["hypothesis=eagle3_allreduce", f"design.seed={i}"] for i in range(2)]
+    (sweep / SUMMARY_JSON).write_text(json.dumps(summarize(recs, overrides)))
+    written = report.write_report(sweep)
+    html = written[1].read_text()
+    assert written[1] == sweep / "report.html"
+    assert "Sweep summary" in html and "design.seed=1" in html and "Holm" in html
+    assert {"job0-forest", "job1-forest"} <= set(_embedded_pngs(html))
+    assert "backend: sim" in html
+
+
+def test_ledger_report(tmp_path: Path) -> None:
+    led = tmp_path / "verdicts.jsonl"
+    make_run(tmp_path / "outputs", "a", led, seed=1)
+    make_run(tmp_path / "outputs", "b", led, seed=2)
+    written = report.write_report(led)
+    assert written[:2] == [tmp_path / "verdicts.report.md", tmp_path / "verdicts.report.html"]
+    html = written[1].read_text()
+    assert {"r1-forest", "r2-forest", "r1-launches", "r2-launches"} <= set(_embedded_pngs(html))
+
+
+def test_bad_paths_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert report.cmd_report(str(tmp_path / "missing")) == 2
+    assert report.cmd_report(str(tmp_path)) == 2  # an empty directory is neither kind
+    assert "error:" in capsys.readouterr().out
+
+
+def test_forest_plot_without_thresholds_still_renders() -> None:
+    rec = {"backend": "sglang", "verdict": "inconclusive", "hypothesis": {"name": "x"},
+           "predictions": [{"id": "p", "kind": "increase", "verdict": "inconclusive", "estimate": 1.02,
+                            "ci": [0.97, 1.08]},
+                           {"id": "l", "kind": "launches", "verdict": "supported", "estimate": None, "ci": None}]}
+    png = report.forest_plot(rec)
+    assert png is not None and png.startswith(PNG_MAGIC)
+    assert report.forest_plot({**rec, "predictions": rec["predictions"][1:]}) is None
