@@ -1,0 +1,240 @@
+"""The continuous-batching scheduler: a dedicated thread that turns model durations into wall time.
+
+Each step's model duration (from :mod:`framework.sim.model`) is divided by ``--sim-speedup`` and
+the thread sleeps until the step's *absolute* deadline, so sleep overshoot and bookkeeping never
+accumulate (the next deadline is computed from the previous deadline, not from "now"). Finished
+steps hand their chunks to the asyncio loop with ``loop.call_soon_threadsafe``.
+
+Scheduling is SGLang's default shape, simplified: requests that have arrived (and been
+"tokenized", ``request_overhead_us``) are prefilled together in one step, which delays the running
+batch; otherwise one decode (or speculative verify) step serves every running request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from framework.sim import model
+from framework.sim.args import SimServerArgs
+from framework.sim.profile import Profile
+
+log = logging.getLogger("framework.sim.engine")
+
+
+@dataclass
+class Chunk:
+    """What one step gave one request; ``text`` and ``completion_tokens`` are cumulative."""
+
+    index: int
+    new_tokens: int
+    completion_tokens: int
+    output_ids: list[int]
+    text: str
+    finished: bool
+    finish_reason: dict | None
+    e2e_latency: float          # model seconds since arrival
+    t_due_wall: float           # wall time (epoch s) the model scheduled this chunk for
+    spec_verify_ct: int
+
+
+@dataclass
+class SimRequest:
+    """A request as the engine sees it; the HTTP layer reads chunks from ``queue``."""
+
+    rid: str
+    prompt_tokens: int
+    max_new_tokens: int
+    stop: list[str]
+    seed: int
+    queue: asyncio.Queue
+    loop: asyncio.AbstractEventLoop
+    arrival_perf: float = 0.0
+    ready_perf: float = 0.0
+    draw: model.RequestDraw | None = None
+    rng: np.random.Generator | None = None
+    output_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    step_index: int = 0
+    verify_ct: int = 0
+    chunks: int = 0
+    aborted: bool = False
+    finished: bool = False
+
+
+class Engine:
+    """Owns the model clock. Thread-safe ``submit``/``abort``; everything else runs in its thread."""
+
+    def __init__(self, profile: Profile, args: SimServerArgs, seed: int,
+                 on_step: Callable[[dict], None] | None = None) -> None:
+        self.profile, self.args = profile, args
+        self.speedup = args.sim_speedup
+        self.noise = args.sim_noise_scale
+        self.spec = model.spec_config(profile, args)
+        seq = np.random.SeedSequence(seed)
+        launch_ss, self._req_ss, step_ss = seq.spawn(3)
+        self.launch = model.draw_launch(profile, self.noise, np.random.default_rng(launch_ss))
+        self._step_rng = np.random.default_rng(step_ss)
+        self._req_counter = itertools.count()
+        self._cond = threading.Condition()
+        self._inbox: deque[SimRequest] = deque()
+        self._pending: list[SimRequest] = []
+        self._running: list[SimRequest] = []
+        self._stop = False
+        self._deadline = 0.0
+        self._on_step = on_step
+        self._perf0 = time.perf_counter()
+        self._epoch0 = time.time()
+        self.last_gen_throughput = 0.0
+        self._accept_hist: deque[float] = deque(maxlen=64)
+        self.num_running = 0
+        self.num_waiting = 0
+        self._thread = threading.Thread(target=self._run, name="sim-engine", daemon=True)
+
+    # ----------------------------------------------------------------- public (any thread)
+
+    def wall(self, perf: float | None = None) -> float:
+        """Epoch seconds with perf_counter precision (one fixed offset, so it never jumps)."""
+        return self._epoch0 + ((time.perf_counter() if perf is None else perf) - self._perf0)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+
+    def submit(self, req: SimRequest) -> None:
+        now = time.perf_counter()
+        req.arrival_perf = now
+        req.ready_perf = now + self.profile.request_overhead_us / 1e6 / self.speedup
+        req.rng = np.random.default_rng(self._req_ss.spawn(1)[0])
+        req.draw = model.draw_request(self.profile, self.args, self.noise, req.rng)
+        with self._cond:
+            self._inbox.append(req)
+            self._cond.notify_all()
+
+    def abort(self, req: SimRequest) -> None:
+        req.aborted = True
+
+    @property
+    def avg_spec_accept_length(self) -> float:
+        return float(np.mean(self._accept_hist)) if self._accept_hist else 0.0
+
+    # ----------------------------------------------------------------- engine thread
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception:  # never die silently: the server would hang every stream
+            log.exception("sim engine crashed")
+
+    def _loop(self) -> None:
+        busy = False
+        while True:
+            with self._cond:
+                while self._inbox:
+                    self._pending.append(self._inbox.popleft())
+                self._pending = [r for r in self._pending if not r.aborted]
+                self._running = [r for r in self._running if not r.aborted]
+                if self._stop:
+                    return
+                if not self._pending and not self._running:
+                    busy = False
+                    self.num_running = self.num_waiting = 0
+                    self._cond.wait()
+                    continue
+            now = time.perf_counter()
+            start = self._deadline if busy else now
+            ready = [r for r in self._pending if r.ready_perf <= start]
+            if not ready and not self._running:
+                first = min(r.ready_perf for r in self._pending)
+                with self._cond:  # wake early on new arrivals, stop; re-evaluated next loop
+                    self._cond.wait(timeout=max(0.0, first - time.perf_counter()))
+                if time.perf_counter() >= first:
+                    self._deadline, busy = first, True
+                continue
+            self.num_waiting = len(self._pending) - len(ready)
+            if ready:
+                batch, kind = ready, "prefill"
+                ready_ids = {id(r) for r in ready}
+                self._pending = [r for r in self._pending if id(r) not in ready_ids]
+                cost = model.prefill_step(self.profile, self.args, sum(r.prompt_tokens for r in ready))
+            else:
+                batch, kind = list(self._running), "decode"
+                cost = model.decode_step(self.profile, self.args, len(batch))
+            self.num_running = len(self._running) + (len(batch) if kind == "prefill" else 0)
+            jitter = float(np.mean([r.draw.time_factor for r in batch]))
+            dur_s = cost.total_us / 1e6 * self.launch.factor * jitter * model.draw_step_factor(
+                self.profile, self.noise, self._step_rng)
+            deadline = start + dur_s / self.speedup
+            self._sleep_until(deadline)
+            self._deadline, busy = deadline, True
+            emitted = self._finish_step(batch, kind, deadline)
+            if kind == "prefill":
+                self._running.extend(r for r in batch if not r.finished)
+            self._running = [r for r in self._running if not r.finished]
+            if dur_s > 0:
+                self.last_gen_throughput = emitted / dur_s
+            if self._on_step is not None:
+                self._on_step({"kind": kind, "batch": len(batch), "model_s": dur_s, "tokens": emitted})
+
+    @staticmethod
+    def _sleep_until(deadline: float) -> None:
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                return
+            time.sleep(remaining)
+
+    def _finish_step(self, batch: list[SimRequest], kind: str, deadline: float) -> int:
+        emitted = 0
+        for r in batch:
+            if r.aborted:
+                continue
+            remaining = r.max_new_tokens - len(r.output_ids)
+            if kind == "prefill":
+                n = min(1, remaining)
+            else:
+                n = model.tokens_for_step(self.spec, r.draw, self.noise, r.step_index, remaining, r.rng)
+                r.step_index += 1
+                r.verify_ct += 1 if self.spec else 0
+            finish = self._extend(r, n)
+            emitted += n
+            if finish is None and len(r.output_ids) >= r.max_new_tokens:
+                finish = {"type": "length", "length": len(r.output_ids)}
+            r.finished = finish is not None
+            if r.finished and self.spec and r.verify_ct:
+                self._accept_hist.append(len(r.output_ids) / r.verify_ct)
+            chunk = Chunk(
+                index=r.chunks, new_tokens=n, completion_tokens=len(r.output_ids),
+                output_ids=list(r.output_ids), text=r.text, finished=r.finished, finish_reason=finish,
+                e2e_latency=(deadline - r.arrival_perf) * self.speedup, t_due_wall=self.wall(deadline),
+                spec_verify_ct=r.verify_ct,
+            )
+            r.chunks += 1
+            r.loop.call_soon_threadsafe(r.queue.put_nowait, chunk)
+        return emitted
+
+    @staticmethod
+    def _extend(r: SimRequest, n: int) -> dict | None:
+        """Append ``n`` pseudo-word tokens; stop at the first stop string (SGLang trims it)."""
+        for _ in range(n):
+            tid = model.token_id(r.seed, len(r.output_ids))
+            r.output_ids.append(tid)
+            r.text += model.token_text(tid)
+            for s in r.stop:
+                pos = r.text.find(s)
+                if s and pos >= 0:
+                    r.text = r.text[:pos]
+                    return {"type": "stop", "matched": s}
+        return None

@@ -1,0 +1,159 @@
+"""Hardware/software profiles of the simulated server: pydantic models and the YAML loader.
+
+A profile holds every number the performance model uses, so that calibration is data, not code,
+and each number can carry a comment citing its source (see ``profiles/*.yaml`` and docs/model.md).
+``--sim-profile`` takes a shipped profile's name or a path to a YAML file.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+PROFILE_DIR = Path(__file__).parent / "profiles"
+DEFAULT_PROFILE = "rtx_pro_6000_tp8"
+
+Table = list[tuple[float, float]]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_table(table: Table) -> Table:
+    xs = [x for x, _ in table]
+    if xs != sorted(xs) or len(set(xs)) != len(xs):
+        raise ValueError("table x values must be strictly increasing")
+    return table
+
+
+class ModelShape(_Strict):
+    num_layers: int = Field(ge=1)
+    hidden_size: int = Field(ge=1)
+    dtype_bytes: int = Field(2, ge=1)
+    allreduces_per_layer: int = Field(2, ge=0)
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes one token contributes to one tensor-parallel all-reduce (7168 x bf16 = 14,336)."""
+        return self.hidden_size * self.dtype_bytes
+
+
+class ComputeTables(_Strict):
+    decode: Table = Field(min_length=1)
+    prefill: Table = Field(min_length=1)
+
+    @field_validator("decode", "prefill")
+    @classmethod
+    def _increasing(cls, v: Table) -> Table:
+        return _check_table(v)
+
+
+class AllReduceTables(_Strict):
+    nccl: Table = Field(min_length=1)
+    flashinfer_fused: Table = []
+    custom: Table = []
+    torch_symm_mem: Table = []
+
+    @field_validator("nccl", "flashinfer_fused", "custom", "torch_symm_mem")
+    @classmethod
+    def _increasing(cls, v: Table) -> Table:
+        return _check_table(v)
+
+
+class Features(_Strict):
+    custom_allreduce: bool
+    flashinfer_fusion: Literal["ok", "crash"]
+    torch_symm_mem: bool
+
+
+class SpecParams(_Strict):
+    default_num_steps: int = Field(3, ge=1)
+    default_eagle_topk: int = Field(1, ge=1)
+    default_num_draft_tokens: int = Field(4, ge=2)
+    draft_step_us: float = Field(ge=0)
+    draft_step_us_per_extra_req: float = Field(0.0, ge=0)
+    draft_prefill_us: float = Field(0.0, ge=0)
+    overhead_us: float = Field(ge=0)
+    accept_length_mean: float = Field(gt=1.0)
+    accept_length_ref_steps: int = Field(3, ge=1)
+
+
+class NoiseParams(_Strict):
+    launch_log_sd: float = Field(ge=0)
+    request_log_sd: float = Field(ge=0)
+    step_log_sd: float = Field(ge=0)
+    slow_launch_prob: float = Field(ge=0, le=1)
+    slow_launch_factor: float = Field(ge=1)
+    accept_length_request_sd: float = Field(ge=0)
+
+
+class Profile(_Strict):
+    """Everything the pure model needs to know about one machine + software stack."""
+
+    name: str
+    description: str = ""
+    version: str = "0.5.9-sim"
+    hardware: dict[str, str | int | bool] = {}
+    stack: dict[str, str] = {}
+    model: ModelShape
+    compute_us: ComputeTables
+    allreduce_us: AllReduceTables
+    features: Features
+    fused_max_bytes: int = Field(ge=0)
+    custom_max_bytes: int = Field(ge=0)
+    symm_mem_max_bytes: int = Field(ge=0)
+    fusion_saved_us_per_layer: float = Field(ge=0)
+    forward_overhead_us: float = Field(ge=0)
+    launch_overhead_us_per_layer: float = Field(ge=0)
+    request_overhead_us: float = Field(ge=0)
+    spec: SpecParams
+    noise: NoiseParams
+    startup_s: float = Field(ge=0)
+    crash_after_s: float = Field(ge=0)
+
+
+class ProfileError(ValueError):
+    """The profile named by --sim-profile cannot be found or is invalid (message names the file)."""
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+def resolve_profile_path(name_or_path: str) -> Path:
+    """A shipped profile's name, or a path to a YAML file."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise ProfileError(f"{name_or_path}: no such profile file")
+        return path
+    shipped = PROFILE_DIR / f"{name_or_path}.yaml"
+    if not shipped.is_file():
+        raise ProfileError(f"unknown sim profile {name_or_path!r}; shipped: {', '.join(available_profiles())}")
+    return shipped
+
+
+def parse_profile(text: str, source: str = "<profile>") -> Profile:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{source}: invalid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ProfileError(f"{source}: a profile is a YAML mapping")
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise ProfileError(f"{source}: {field}: {first['msg']}") from exc
+
+
+@lru_cache(maxsize=32)
+def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
+    path = resolve_profile_path(name_or_path)
+    return parse_profile(path.read_text(encoding="utf-8"), str(path))

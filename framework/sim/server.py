@@ -1,0 +1,563 @@
+"""The simulated server's HTTP face: SGLang's endpoints and shapes (FastAPI), fed by the engine thread.
+
+Shapes follow SGLang's ``entrypoints/http_server.py`` and ``managers/io_struct.py``: native
+``/generate`` with SSE ``data: {json}`` events (cumulative ``text``, ``meta_info``) and
+``data: [DONE]``, the OpenAI-compatible ``/v1`` routes, ``/metrics`` with ``sglang:`` names, and
+SGLang's error envelopes (request-validation errors: a flat ``ErrorResponse`` with code 400;
+semantic errors on ``/generate``: ``{"error": {"message": ...}}`` with 400).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, TextIO
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from framework.sim import model
+from framework.sim.args import SimServerArgs
+from framework.sim.engine import Chunk, Engine, SimRequest
+from framework.sim.profile import Profile
+
+log = logging.getLogger("framework.sim.server")
+
+DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's SamplingParams default
+OPENAI_DEFAULT_MAX_TOKENS = 16  # OpenAI completions default
+
+
+# --------------------------------------------------------------------------- request bodies
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class SamplingParams(_Loose):
+    max_new_tokens: int | None = Field(None, ge=0)
+    temperature: float = Field(1.0, ge=0)
+    ignore_eos: bool = False
+    stop: str | list[str] | None = None
+
+
+class GenerateReqInput(_Loose):
+    text: str | list[str] | None = None
+    input_ids: list[int] | list[list[int]] | None = None
+    sampling_params: SamplingParams | list[SamplingParams] | None = None
+    stream: bool = False
+    rid: str | list[str] | None = None
+
+
+class StreamOptions(_Loose):
+    include_usage: bool = False
+
+
+class CompletionRequest(_Loose):
+    model: str | None = None
+    prompt: str | list[str] | list[int] | list[list[int]]
+    max_tokens: int | None = Field(OPENAI_DEFAULT_MAX_TOKENS, ge=0)
+    temperature: float | None = Field(None, ge=0)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    stop: str | list[str] | None = None
+    ignore_eos: bool = False
+    n: int = Field(1, ge=1, le=1)
+
+
+class ChatMessage(_Loose):
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatCompletionRequest(_Loose):
+    model: str | None = None
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(None, ge=0)
+    max_completion_tokens: int | None = Field(None, ge=0)
+    temperature: float | None = Field(None, ge=0)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    stop: str | list[str] | None = None
+    ignore_eos: bool = False
+    n: int = Field(1, ge=1, le=1)
+
+
+def _stops(stop: str | list[str] | None) -> list[str]:
+    return [stop] if isinstance(stop, str) else [s for s in (stop or []) if s]
+
+
+def _bad_request(message: str) -> JSONResponse:
+    """SGLang's request-validation envelope (``ErrorResponse``), status 400."""
+    return JSONResponse(status_code=400, content={
+        "object": "error", "message": message, "type": "Bad Request", "param": None, "code": 400})
+
+
+def _generate_error(message: str) -> JSONResponse:
+    """SGLang's ``_create_error_response`` for /generate: ``{"error": {"message": ...}}``, 400."""
+    return JSONResponse(status_code=400, content={"error": {"message": message}})
+
+
+class _BodyError(Exception):
+    def __init__(self, response: JSONResponse) -> None:
+        self.response = response
+
+
+async def _parse(request: Request, kind: type[BaseModel]) -> Any:
+    try:
+        raw = await request.body()
+        data = json.loads(raw or b"null")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _BodyError(_bad_request(f"JSON decode error: {exc}")) from exc
+    if not isinstance(data, dict):
+        raise _BodyError(_bad_request("request body must be a JSON object"))
+    try:
+        return kind.model_validate(data)
+    except ValidationError as exc:
+        errs = [{"loc": e["loc"], "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        raise _BodyError(_bad_request(f"{len(errs)} validation error(s): {errs}")) from exc
+
+
+# --------------------------------------------------------------------------- state
+
+
+@dataclass
+class Metrics:
+    """Prometheus collectors with SGLang's ``sglang:`` names (times on the model clock)."""
+
+    labels: dict[str, str]
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        names = list(self.labels)
+        r = self.registry
+        self.prompt_tokens = Counter("sglang:prompt_tokens", "Prefill tokens processed", names, registry=r)
+        self.generation_tokens = Counter("sglang:generation_tokens", "Generation tokens", names, registry=r)
+        self.num_requests = Counter("sglang:num_requests", "Finished requests", names, registry=r)
+        self.num_running = Gauge("sglang:num_running_reqs", "Running requests", names, registry=r)
+        self.num_queue = Gauge("sglang:num_queue_reqs", "Waiting requests", names, registry=r)
+        self.gen_throughput = Gauge("sglang:gen_throughput", "Generation throughput (tok/s)", names, registry=r)
+        self.spec_accept = Gauge("sglang:spec_accept_length", "Average speculative accept length", names, registry=r)
+        buckets = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+        self.ttft = Histogram("sglang:time_to_first_token_seconds", "TTFT", names, buckets=buckets, registry=r)
+        self.e2e = Histogram("sglang:e2e_request_latency_seconds", "E2E latency", names, buckets=buckets, registry=r)
+        self.itl = Histogram("sglang:inter_token_latency_seconds", "Inter-token latency", names,
+                             buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0), registry=r)
+
+
+@dataclass
+class ServerState:
+    args: SimServerArgs
+    profile: Profile
+    engine: Engine
+    seed: int
+    ground_truth: TextIO | None = None
+    ready: bool = False
+    metrics: Metrics | None = None
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def model_name(self) -> str:
+        return self.args.served_model_name or self.args.model_path
+
+
+# --------------------------------------------------------------------------- request driving
+
+
+def _new_request(state: ServerState, prompt: str | list[int], prompt_tokens: int, max_new: int,
+                 stop: list[str], rid: str | None) -> SimRequest:
+    return SimRequest(
+        rid=rid or uuid.uuid4().hex, prompt_tokens=prompt_tokens, max_new_tokens=max_new, stop=stop,
+        seed=model.prompt_seed(prompt), queue=asyncio.Queue(), loop=asyncio.get_running_loop(),
+    )
+
+
+async def _chunk_batches(state: ServerState, req: SimRequest, endpoint: str) -> AsyncIterator[list[Chunk]]:
+    """Submit ``req`` and yield its chunks, all that are ready at once (a lagging loop catches up in
+    one socket write instead of falling further behind). A disconnect ends the request in the engine."""
+    state.engine.submit(req)
+    m = state.metrics
+    if m is not None:
+        m.prompt_tokens.labels(**m.labels).inc(req.prompt_tokens)
+    last_e2e = 0.0
+    try:
+        while True:
+            batch: list[Chunk] = []
+            item = await req.queue.get()
+            while True:
+                if item is None:  # client went away
+                    return
+                batch.append(item)
+                if item.finished or req.queue.empty():
+                    break
+                item = req.queue.get_nowait()
+            for chunk in batch:
+                if m is not None:
+                    m.generation_tokens.labels(**m.labels).inc(chunk.new_tokens)
+                    if chunk.index == 0:
+                        m.ttft.labels(**m.labels).observe(chunk.e2e_latency)
+                    elif chunk.new_tokens:
+                        m.itl.labels(**m.labels).observe((chunk.e2e_latency - last_e2e) / chunk.new_tokens)
+                    if chunk.finished:
+                        m.e2e.labels(**m.labels).observe(chunk.e2e_latency)
+                        m.num_requests.labels(**m.labels).inc()
+                last_e2e = chunk.e2e_latency
+                _record_ground_truth(state, req, chunk, endpoint)
+            yield batch
+            if batch[-1].finished:
+                return
+    finally:
+        if not req.finished:
+            state.engine.abort(req)
+
+
+async def _final_chunk(state: ServerState, req: SimRequest, endpoint: str) -> Chunk:
+    last: Chunk | None = None
+    async for batch in _chunk_batches(state, req, endpoint):
+        last = batch[-1]
+    if last is None:
+        raise RuntimeError("request ended without output")
+    return last
+
+
+class SSEResponse(Response):
+    """A bare ASGI server-sent-events response: one ``send`` per batch of events, no extra layers.
+
+    Starlette's StreamingResponse adds a task group and wrappers per chunk; at high
+    ``--sim-speedup`` that per-chunk cost shows up as timing error, so the hot path stays thin.
+    A client disconnect puts ``None`` into the request's queue, which ends the stream.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, body: AsyncIterator[bytes], req: SimRequest) -> None:  # noqa: D107
+        super().__init__(status_code=200, media_type=self.media_type)
+        self.stream, self.req = body, req
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self.req.aborted = True
+            self.req.queue.put_nowait(None)
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": [
+                (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]})
+            async for data in self.stream:
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:
+            pass
+        finally:
+            watcher.cancel()
+            await self.stream.aclose()  # type: ignore[attr-defined]
+
+
+def _record_ground_truth(state: ServerState, req: SimRequest, chunk: Chunk, endpoint: str) -> None:
+    """One JSON line per chunk, stamped as the chunk is handed to the HTTP layer (docs/model.md)."""
+    if state.ground_truth is None:
+        return
+    line = {
+        "rid": req.rid, "chunk": chunk.index, "t_wall": state.engine.wall(), "t_due": chunk.t_due_wall,
+        "model_t": chunk.e2e_latency, "tokens": chunk.new_tokens, "completion_tokens": chunk.completion_tokens,
+        "finished": chunk.finished, "endpoint": endpoint, "sim_speedup": state.args.sim_speedup,
+    }
+    state.ground_truth.write(json.dumps(line) + "\n")
+    if chunk.finished:
+        state.ground_truth.flush()
+
+
+def _meta(state: ServerState, req: SimRequest, chunk: Chunk) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "id": req.rid, "finish_reason": chunk.finish_reason, "prompt_tokens": req.prompt_tokens,
+        "completion_tokens": chunk.completion_tokens, "cached_tokens": 0, "e2e_latency": chunk.e2e_latency,
+        "sim_speedup": state.args.sim_speedup,
+    }
+    if state.engine.spec is not None:
+        meta["spec_verify_ct"] = chunk.spec_verify_ct
+        meta["spec_accept_length"] = (chunk.completion_tokens / chunk.spec_verify_ct
+                                      if chunk.spec_verify_ct else 0.0)
+    return meta
+
+
+def _sse(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+# --------------------------------------------------------------------------- app
+
+
+class ApiKeyMiddleware:
+    """``Authorization: Bearer KEY`` on every route but health and metrics, as SGLang's middleware.
+
+    A plain ASGI middleware (not Starlette's BaseHTTPMiddleware, which adds per-chunk latency
+    to streaming responses and would distort the timings the client measures).
+    """
+
+    def __init__(self, app: Any, key: str, exempt: tuple[str, ...]) -> None:
+        self.app, self.expected, self.exempt = app, f"Bearer {key}".encode(), exempt
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not scope["path"].startswith(self.exempt):
+            headers = dict(scope.get("headers") or [])
+            if headers.get(b"authorization", b"") != self.expected:
+                await JSONResponse(status_code=401, content={"error": "Unauthorized"})(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(state: ServerState) -> FastAPI:
+    app = FastAPI(title="framework.sim (simulated SGLang)", openapi_url=None)
+    app.state.sim = state
+    health_paths = ("/health", "/health_generate", "/metrics")
+
+    if state.args.api_key:
+        app.add_middleware(ApiKeyMiddleware, key=state.args.api_key, exempt=health_paths)
+
+    @app.exception_handler(_BodyError)
+    async def _body_error(_: Request, exc: _BodyError) -> JSONResponse:
+        return exc.response
+
+    @app.exception_handler(Exception)
+    async def _internal(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("request failed")
+        return JSONResponse(status_code=500, content={"error": {"message": f"internal error: {exc}"}})
+
+    @app.get("/health")
+    @app.get("/health_generate")
+    async def health() -> Response:
+        return Response(status_code=200 if state.ready else 503)
+
+    async def server_info() -> dict[str, Any]:
+        return {**server_info_dict(state), "internal_states": [{
+            "last_gen_throughput": state.engine.last_gen_throughput,
+            "avg_spec_accept_length": state.engine.avg_spec_accept_length,
+        }]}
+
+    app.get("/get_server_info")(server_info)
+    app.get("/server_info")(server_info)
+
+    @app.get("/get_model_info")
+    async def model_info() -> dict[str, Any]:
+        return {"model_path": state.args.model_path,
+                "tokenizer_path": state.args.tokenizer_path or state.args.model_path,
+                "is_generation": True, "preferred_sampling_params": None, "weight_version": "default"}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{
+            "id": state.model_name, "object": "model", "created": state.created, "owned_by": "sglang",
+            "root": state.args.model_path, "max_model_len": 163840}]}
+
+    @app.api_route("/flush_cache", methods=["GET", "POST"])
+    async def flush_cache() -> Response:
+        busy = state.engine.num_running > 0 or state.engine.num_waiting > 0
+        return PlainTextResponse(
+            "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
+            "requests, the operation will not be performed.)\n", status_code=400 if busy else 200)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        m = state.metrics
+        if m is None:
+            return JSONResponse(status_code=404, content={"detail": "Not Found"})
+        m.num_running.labels(**m.labels).set(state.engine.num_running)
+        m.num_queue.labels(**m.labels).set(state.engine.num_waiting)
+        m.gen_throughput.labels(**m.labels).set(state.engine.last_gen_throughput)
+        m.spec_accept.labels(**m.labels).set(state.engine.avg_spec_accept_length)
+        return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.api_route("/generate", methods=["POST", "PUT"])
+    async def generate(request: Request) -> Response:
+        obj: GenerateReqInput = await _parse(request, GenerateReqInput)
+        try:
+            items = _generate_items(obj)
+        except ValueError as exc:
+            return _generate_error(str(exc))
+        if not state.ready:
+            return JSONResponse(status_code=503, content={"error": {"message": "server is starting"}})
+        reqs = [_new_request(state, prompt, n_prompt, max_new, stop, rid)
+                for prompt, n_prompt, max_new, stop, rid in items]
+        if obj.stream:
+            req = reqs[0]
+
+            async def stream() -> AsyncIterator[bytes]:
+                async for batch in _chunk_batches(state, req, "/generate"):
+                    data = b"".join(_sse({"text": c.text, "meta_info": _meta(state, req, c), "index": 0})
+                                    for c in batch)
+                    yield data + b"data: [DONE]\n\n" if batch[-1].finished else data
+
+            return SSEResponse(stream(), req)
+
+        async def one(req: SimRequest) -> dict[str, Any]:
+            last = await _final_chunk(state, req, "/generate")
+            return {"text": last.text, "output_ids": last.output_ids, "meta_info": _meta(state, req, last)}
+
+        results = await asyncio.gather(*(one(r) for r in reqs))
+        return JSONResponse(results if isinstance(obj.text, list) or _is_batch_ids(obj.input_ids) else results[0])
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        obj: CompletionRequest = await _parse(request, CompletionRequest)
+        prompt = obj.prompt
+        if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+            if len(prompt) != 1:
+                return _bad_request("the simulator serves one prompt per completion request")
+            prompt = prompt[0]
+        n_prompt = len(prompt) if isinstance(prompt, list) else model.count_text_tokens(prompt)
+        max_new = obj.max_tokens if obj.max_tokens is not None else OPENAI_DEFAULT_MAX_TOKENS
+        return await _openai(state, request, obj, prompt, n_prompt, max_new, chat=False)
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        obj: ChatCompletionRequest = await _parse(request, ChatCompletionRequest)
+        text = "\n".join(_content_text(m.content) for m in obj.messages)
+        n_prompt = model.count_text_tokens(text) + 4 * len(obj.messages)  # chat-template tokens
+        max_new = obj.max_completion_tokens if obj.max_completion_tokens is not None else obj.max_tokens
+        return await _openai(state, request, obj, text, n_prompt,
+                             DEFAULT_MAX_NEW_TOKENS if max_new is None else max_new, chat=True)
+
+    return app
+
+
+def _is_batch_ids(ids: Any) -> bool:
+    return isinstance(ids, list) and bool(ids) and isinstance(ids[0], list)
+
+
+def _generate_items(obj: GenerateReqInput) -> list[tuple[Any, int, int, list[str], str | None]]:
+    """Normalize a /generate body into (prompt, prompt_tokens, max_new_tokens, stop, rid) per request."""
+    if obj.text is None and obj.input_ids is None:
+        raise ValueError("Either text, input_ids or input_embeds should be provided.")
+    if obj.text is not None and obj.input_ids is not None:
+        raise ValueError("Either text or input_ids should be provided, not both.")
+    if obj.input_ids is not None:
+        prompts: list[Any] = obj.input_ids if _is_batch_ids(obj.input_ids) else [obj.input_ids]
+        counts = [len(p) for p in prompts]
+    else:
+        prompts = obj.text if isinstance(obj.text, list) else [obj.text]
+        counts = [model.count_text_tokens(p) for p in prompts]
+    if not prompts:
+        raise ValueError("empty batch")
+    if obj.stream and len(prompts) > 1:
+        raise ValueError("the simulator does not stream batch requests; send one request per prompt")
+    if any(c == 0 for c in counts):
+        raise ValueError("The input_ids is empty.")
+    sp = obj.sampling_params
+    sps = sp if isinstance(sp, list) else [sp or SamplingParams()] * len(prompts)
+    if len(sps) != len(prompts):
+        raise ValueError("sampling_params must have one entry per prompt")
+    rids = obj.rid if isinstance(obj.rid, list) else [obj.rid] * len(prompts)
+    if len(prompts) > 1 and not isinstance(obj.rid, list):
+        rids = [None] * len(prompts)
+    return [(p, c, DEFAULT_MAX_NEW_TOKENS if s.max_new_tokens is None else s.max_new_tokens, _stops(s.stop), r)
+            for p, c, s, r in zip(prompts, counts, sps, rids)]
+
+
+def _content_text(content: str | list[dict[str, Any]] | None) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+
+
+def _openai_finish(chunk: Chunk) -> tuple[str | None, str | None]:
+    fr = chunk.finish_reason
+    if fr is None:
+        return None, None
+    return ("stop", fr.get("matched")) if fr.get("type") == "stop" else ("length", None)
+
+
+async def _openai(state: ServerState, request: Request, obj: CompletionRequest | ChatCompletionRequest,
+                  prompt: Any, n_prompt: int, max_new: int, *, chat: bool) -> Response:
+    if not state.ready:
+        return JSONResponse(status_code=503, content={"error": {"message": "server is starting"}})
+    req = _new_request(state, prompt, n_prompt, max_new, _stops(obj.stop), None)
+    rid = ("chatcmpl-" if chat else "cmpl-") + req.rid
+    created = int(time.time())
+    endpoint = "/v1/chat/completions" if chat else "/v1/completions"
+
+    def usage(c: Chunk) -> dict[str, int]:
+        return {"prompt_tokens": n_prompt, "completion_tokens": c.completion_tokens,
+                "total_tokens": n_prompt + c.completion_tokens}
+
+    if obj.stream:
+        include_usage = bool(obj.stream_options and obj.stream_options.include_usage)
+        kind = "chat.completion.chunk" if chat else "text_completion"
+
+        def event(choice: dict[str, Any]) -> bytes:
+            return _sse({"id": rid, "object": kind, "created": created, "model": state.model_name,
+                         "choices": [choice], "usage": None})
+
+        async def stream() -> AsyncIterator[bytes]:
+            sent, last = "", None
+            if chat:
+                yield event({"index": 0, "delta": {"role": "assistant", "content": ""},
+                             "logprobs": None, "finish_reason": None})
+            async for batch in _chunk_batches(state, req, endpoint):
+                data = b""
+                for chunk in batch:
+                    last = chunk
+                    grew = chunk.text.startswith(sent)
+                    delta, sent = (chunk.text[len(sent):], chunk.text) if grew else ("", sent)
+                    finish, matched = _openai_finish(chunk)
+                    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": finish}
+                    choice.update({"delta": {"content": delta}} if chat else {"text": delta})
+                    if finish:
+                        choice["matched_stop"] = matched
+                    data += event(choice)
+                yield data
+            if include_usage and last is not None:
+                yield _sse({"id": rid, "object": kind, "created": created, "model": state.model_name,
+                            "choices": [], "usage": usage(last)})
+            yield b"data: [DONE]\n\n"
+
+        return SSEResponse(stream(), req)
+
+    last = await _final_chunk(state, req, endpoint)
+    finish, matched = _openai_finish(last)
+    if chat:
+        choice = {"index": 0, "message": {"role": "assistant", "content": last.text},
+                  "logprobs": None, "finish_reason": finish, "matched_stop": matched}
+        body = {"id": rid, "object": "chat.completion", "created": created, "model": state.model_name,
+                "choices": [choice], "usage": usage(last)}
+    else:
+        choice = {"index": 0, "text": last.text, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
+        body = {"id": rid, "object": "text_completion", "created": created, "model": state.model_name,
+                "choices": [choice], "usage": usage(last)}
+    return JSONResponse(body)
+
+
+def server_info_dict(state: ServerState) -> dict[str, Any]:
+    """SGLang's ServerArgs field names, with speculative defaults filled in as SGLang does."""
+    a = state.args
+    spec = state.engine.spec
+    info = a.model_dump()
+    info.update({
+        "tokenizer_path": a.tokenizer_path or a.model_path,
+        "served_model_name": state.model_name,
+        "random_seed": state.seed,
+        "api_key": "***" if a.api_key else None,
+        "cuda_graph_max_bs": a.cuda_graph_max_bs or model.DEFAULT_CUDA_GRAPH_MAX_BS,
+        "speculative_num_steps": spec.num_steps if spec else a.speculative_num_steps,
+        "speculative_eagle_topk": spec.topk if spec else a.speculative_eagle_topk,
+        "speculative_num_draft_tokens": spec.num_draft_tokens if spec else a.speculative_num_draft_tokens,
+        "version": state.profile.version,
+        "backend": "sim",
+        "sim_profile": state.profile.name,
+        "sim_profile_description": state.profile.description,
+        "sim_stack": state.profile.stack,
+        "sim_hardware": state.profile.hardware,
+        "sim_speedup": a.sim_speedup,
+        "sim_noise_scale": a.sim_noise_scale,
+    })
+    return info
