@@ -164,6 +164,8 @@ def sequential_settings(settings: dict[str, Any]) -> dict[str, Any] | None:
     if not (stopping.get("sequential") or seq):
         return None
     pool: dict[str, Any] = {k: v for k, v in (seq if isinstance(seq, dict) else {}).items() if k != "looks"}
+    final = ((settings.get("details") or {}).get("sequential") or {})  # what sequential_look itself recorded
+    pool.update({k: final[k] for k in ("look", "max_looks", "spending") if k in final})
     looks = stopping.get("looks") or (seq.get("looks") if isinstance(seq, dict) else None) or []
     if looks and "look" not in pool:
         pool["look"] = looks[-1].get("look", len(looks))

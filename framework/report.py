@@ -234,10 +234,11 @@ def forest_plot(record: dict[str, Any]) -> bytes | None:
     return _png(fig)
 
 
-def launch_means(record: dict[str, Any], rows: list[dict[str, Any]] | None) -> dict[str, tuple[list[float], int]]:
-    """Per condition label: (launch means, failed launches); from the record, else from the trials rows."""
+def launch_means(record: dict[str, Any], rows: list[dict[str, Any]] | None) -> dict[str, tuple[list[float], int, int]]:
+    """Per condition label: (launch means, failed launches, started launches without a usable request);
+    from the record, else from the trials rows."""
     metric = ((record.get("conditions") or [{}])[0].get("metric") or {}).get("name") or "decode_tok_s"
-    out: dict[str, tuple[list[float], int]] = {}
+    out: dict[str, tuple[list[float], int, int]] = {}
     computed: dict[str, list[float]] = {}
     if rows:
         per: dict[str, list[float]] = {}
@@ -251,16 +252,18 @@ def launch_means(record: dict[str, Any], rows: list[dict[str, Any]] | None) -> d
     for c in record.get("conditions") or []:
         label = _label(c.get("levels") or {})
         means = (c.get("metric") or {}).get("launch_means") or computed.get(label) or []
-        out[label] = ([float(m) for m in means if isinstance(m, (int, float))], int((c.get("launches") or {}).get("failed") or 0))
+        launches = c.get("launches") or {}
+        vals = [float(m) for m in means if isinstance(m, (int, float))]
+        out[label] = (vals, int(launches.get("failed") or 0), max(0, int(launches.get("ok") or 0) - len(vals)))
     if not out:
-        out = {k: (v, 0) for k, v in computed.items()}
+        out = {k: (v, 0, 0) for k, v in computed.items()}
     return out
 
 
 def launch_plot(record: dict[str, Any], rows: list[dict[str, Any]] | None) -> bytes | None:
     """A strip plot of every launch's mean per condition, with the condition mean as a bar."""
     data = launch_means(record, rows)
-    if not any(v for v, _ in data.values()) and not any(f for _, f in data.values()):
+    if not any(v or f for v, f, _ in data.values()):
         return None
     metric = ((record.get("conditions") or [{}])[0].get("metric") or {}).get("name") or "metric"
     plt = _plt()
@@ -268,16 +271,17 @@ def launch_plot(record: dict[str, Any], rows: list[dict[str, Any]] | None) -> by
     fig, ax = plt.subplots(figsize=(8.5, 0.8 + 0.6 * len(labels)))
     for i, label in enumerate(labels):
         y = len(labels) - 1 - i
-        means, failed = data[label]
+        means, failed, no_data = data[label]
+        extra = (f", {failed} failed" if failed else "") + (f", {no_data} without data" if no_data else "")
         if means:
             jitter = [((k * 0.618) % 1 - 0.5) * 0.3 for k in range(len(means))]  # deterministic spread
             ax.scatter(means, [y + j for j in jitter], s=28, color="#1565c0", alpha=0.8, zorder=3)
             m = sum(means) / len(means)
             ax.plot([m, m], [y - 0.3, y + 0.3], color="black", lw=2, zorder=4)
-            ax.annotate(f"{m:.1f} (n={len(means)})" + (f", {failed} failed" if failed else ""), (1.01, y),
+            ax.annotate(f"{m:.1f} (n={len(means)}{extra})", (1.01, y),
                         xycoords=("axes fraction", "data"), va="center", fontsize=9)
         else:
-            ax.annotate(f"no launch served ({failed} failed)", (0.02, y), xycoords=("axes fraction", "data"),
+            ax.annotate(f"no launch served{' (' + extra[2:] + ')' if extra else ''}", (0.02, y), xycoords=("axes fraction", "data"),
                         va="center", fontsize=9, color=VERDICT_COLORS["refuted"])
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(list(reversed(labels)), fontsize=9)
