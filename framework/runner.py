@@ -412,6 +412,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
         config=ctx.config,
         analysis={
             **settings,
+            "design": d.model_dump(mode="json"),
             "details": analysis.details,
             "stopping": {"sequential": seq.enabled, "looks": looks, "reason": stop_reason,
                          "launches_per_condition": _launches_per_condition(writer.rows)},
@@ -440,10 +441,13 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
 
 
 def analysis_settings(d: Design) -> dict[str, Any]:
-    """What the analysis depends on besides the data (part of registration and of every record)."""
-    return {
-        "alpha": d.alpha, "method": d.analysis, "design": d.model_dump(mode="json"),
-    }
+    """What the decision rules depend on besides the data: registered, and kept in every record.
+
+    The sampling plan (launches, requests, sequential looks) is recorded with every verdict but
+    not registered, so asking for more launches is not an amendment; changing alpha or the
+    analysis method is.
+    """
+    return {"alpha": d.alpha, "method": d.analysis}
 
 
 def _reuse(ctx: RunContext, writer: TrialsWriter) -> tuple[set[str], dict[str, int]]:

@@ -14,7 +14,7 @@ import yaml
 
 from conftest import ROOT, framework, ledger_records
 
-FAST = ["backend.speedup=50"]
+FAST = ["backend.speedup=20"]
 
 
 def verdict_of(record: dict, pid: str) -> dict:
@@ -97,7 +97,7 @@ def test_run_appends_a_verdict_with_raw_trials_logs_and_summary(workdir):
     assert len(list((run_dir / "logs").glob("*.log"))) == 12
     assert (run_dir / "verdict.json").exists() and "backend: sim" in (run_dir / "summary.md").read_text()
     assert (run_dir / ".hydra" / "config.yaml").exists()
-    assert all(r["time_scale"] == 50 for r in rows if r["kind"] == "request")
+    assert all(r["time_scale"] == 20 for r in rows if r["kind"] == "request")
 
 
 def test_a_false_prediction_is_refuted(workdir):
