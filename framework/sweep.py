@@ -22,9 +22,14 @@ decision for each (`sweep.multiplicity`, `sweep.alpha` in the config):
 - `fdr_bh` (exploratory): Benjamini-Hochberg, controls the false discovery rate
   (Benjamini & Hochberg 1995, JRSS B 57:289-300).
 
+The jobs' verdicts form a second family: a hypothesis is supported only if all its predictions
+are (an intersection-union test), so a job's p-value is the largest of its predictions' and the
+same method adjusts those (jobs with a prediction lacking a p-value stay out). The methods are
+`framework.stats.multiplicity.adjust`.
+
 A prediction's p-value is the p-value of the test behind its verdict (small = evidence for the
 prediction). The adjusted verdict can only be more cautious than the job's own: a `supported`
-prediction whose adjusted test does not reject becomes `inconclusive`; `refuted` and
+prediction (or job) whose adjusted test does not reject becomes `inconclusive`; `refuted` and
 `inconclusive` are kept. Predictions without a p-value (e.g. launch outcomes) stay out of the family.
 
 `summarize` is the pure part (records in, summary dict out); `write_summary`, `load_sweep` and the
@@ -57,15 +62,13 @@ JOB_STATUS = "job_status.json"  # written by the callback's on_job_end into each
 
 
 def adjust(p_values: Sequence[float], method: str, alpha: float) -> tuple[list[bool], list[float]]:
-    """Reject decisions and adjusted p-values of a family of tests (statsmodels `multipletests`)."""
+    """Reject decisions and adjusted p-values of a family of tests (`framework.stats.multiplicity`)."""
+    from framework.stats.multiplicity import adjust as stats_adjust
+
     if method not in METHODS:
         raise ValueError(f"unknown multiplicity method {method!r}; allowed: {sorted(METHODS)}")
-    if not p_values:
-        return [], []
-    from statsmodels.stats.multitest import multipletests
-
-    reject, p_adj, _, _ = multipletests(list(p_values), alpha=alpha, method=method)
-    return [bool(r) for r in reject], [float(p) for p in p_adj]
+    result = stats_adjust(list(p_values), method, alpha)
+    return list(result.reject), list(result.p_adjusted)
 
 
 def _is_p(value: Any) -> bool:
@@ -128,6 +131,19 @@ def summarize(job_records: Sequence[dict[str, Any] | None], overrides: Sequence[
         if pred["verdict"] == "supported" and not rej:
             pred["adjusted_verdict"] = "inconclusive"
 
+    # The jobs' own verdicts as a second family: a hypothesis is supported only if all its
+    # predictions are (an intersection-union test), so its p-value is the largest of theirs.
+    job_family = [i for i, r in enumerate(rows)
+                  if r["status"] == "ok" and r["predictions"] and all(_is_p(p["p_value"]) for p in r["predictions"])]
+    job_p = [max(float(p["p_value"]) for p in rows[i]["predictions"]) for i in job_family]
+    for r in rows:
+        r.update(p_value=None, p_adjusted=None, adjusted_verdict=r["verdict"])
+    job_reject, job_adj = adjust(job_p, method, alpha)
+    for i, pv, rej, pa in zip(job_family, job_p, job_reject, job_adj):
+        rows[i].update(p_value=pv, p_adjusted=pa)
+        if rows[i]["verdict"] == "supported" and not rej:
+            rows[i]["adjusted_verdict"] = "inconclusive"
+
     def tally(key: str) -> dict[str, int]:
         preds = [p for r in rows for p in r["predictions"]]
         return {v: sum(1 for p in preds if p[key] == v) for v in VERDICTS}
@@ -137,10 +153,14 @@ def summarize(job_records: Sequence[dict[str, Any] | None], overrides: Sequence[
         "schema": SCHEMA,
         "multiplicity": {"method": method, "description": METHODS[method], "alpha": alpha,
                          "family_size": len(p_values),
-                         "family": "every prediction with a p-value, across all jobs of the sweep"},
+                         "family": "every prediction with a p-value, across all jobs of the sweep",
+                         "job_family_size": len(job_p),
+                         "job_family": "every ok job whose predictions all have p-values; "
+                                       "job p-value = the largest of its predictions' (intersection-union)"},
         "counts": {
             "jobs": len(rows), "ok": len(ok), "failed": len(rows) - len(ok),
             "job_verdicts": {v: sum(1 for r in ok if r["verdict"] == v) for v in VERDICTS},
+            "job_verdicts_adjusted": {v: sum(1 for r in ok if r["adjusted_verdict"] == v) for v in VERDICTS},
             "predictions": tally("verdict"),
             "predictions_adjusted": tally("adjusted_verdict"),
         },
@@ -173,7 +193,7 @@ def _num(x: Any, fmt: str = "{:.3f}") -> str:
 def _p(x: Any) -> str:
     if not isinstance(x, (int, float)) or isinstance(x, bool):
         return "-"
-    return f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
+    return f"{x:.2g}" if x < 0.001 else f"{x:#.3g}"  # 3 significant digits, kept: 0.0500, 0.0502
 
 
 def _ci(ci: Any) -> str:
@@ -200,13 +220,17 @@ def to_markdown(summary: dict[str, Any]) -> str:
     out = [
         "# Sweep summary", "",
         f"{c['jobs']} jobs: {c['ok']} ok, {c['failed']} failed. "
-        f"Multiplicity: {m['description']} at alpha = {m['alpha']} over {m['family_size']} predictions.", "",
-        "| job | status | hypothesis | backend | verdict | overrides |",
-        "|---:|---|---|---|---|---|",
+        f"Multiplicity: {m['description']} at alpha = {m['alpha']}, over the {m['family_size']} predictions "
+        f"with a p-value and, separately, over the {m['job_family_size']} jobs whose predictions all have one "
+        "(a job's p-value is the largest of its predictions'). Adjustment only turns `supported` into "
+        "`inconclusive`.", "",
+        "| job | status | hypothesis | backend | verdict | p (largest) | p adjusted | adjusted verdict | overrides |",
+        "|---:|---|---|---|---|---:|---:|---|---|",
     ]
     for r in summary["jobs"]:
         out.append("| " + " | ".join(_md_cell(str(x)) for x in (
             r["job"], r["status"], r["hypothesis"] or "-", r["backend"] or "-", r["verdict"] or "-",
+            _p(r.get("p_value")), _p(r.get("p_adjusted")), r.get("adjusted_verdict") or "-",
             " ".join(f"`{o}`" for o in r["overrides"]) or "-")) + " |")
     out += ["", "## Predictions", "",
             "| job | hypothesis | prediction | kind | verdict | estimate | CI | p | p adjusted | adjusted verdict |",
@@ -227,24 +251,36 @@ _STYLE = {"supported": "green", "refuted": "red", "inconclusive": "yellow", "fai
 
 
 def print_summary(summary: dict[str, Any], console: Any = None) -> None:
-    """The jobs as a rich table (one row per job, one line per prediction)."""
+    """The sweep as a rich table: a line per job (its overall verdict), then one per prediction."""
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # logs and CI: do not wrap at 80 columns
+            console = Console(width=160)
     m, c = summary["multiplicity"], summary["counts"]
-    table = Table(title=f"Sweep summary: {c['ok']}/{c['jobs']} jobs ok; {m['method']} at alpha={m['alpha']} "
-                        f"over {m['family_size']} predictions")
-    for col in ("job", "hypothesis", "backend", "verdict", "predictions (estimate [CI], p, p_adj)", "overrides"):
+    table = Table(title=f"Sweep summary: {c['ok']}/{c['jobs']} jobs ok; {m['method']} at alpha={m['alpha']}")
+    for col in ("job", "hypothesis / prediction", "backend", "verdict", "estimate [CI]", "p", "p adj",
+                "adjusted", "overrides"):
         table.add_column(col, overflow="fold")
     varying = set(summary.get("varying") or [])
+
+    def styled(v: Any) -> str:
+        return f"[{_STYLE[v]}]{v}[/]" if v in _STYLE else str(v or "-")
+
     for r in summary["jobs"]:
-        verdict = r["verdict"] if r["status"] == "ok" else "failed"
-        style = _STYLE.get(verdict or "", "")
-        preds = "\n".join(prediction_line(p) for p in r["predictions"]) or (r.get("error") or "-")
         shown = [o for o in r["overrides"] if o.partition("=")[0].lstrip("+~") in varying] or r["overrides"]
-        table.add_row(str(r["job"]), r["hypothesis"] or "-", r["backend"] or "-",
-                      f"[{style}]{verdict}[/]" if style else str(verdict), preds, " ".join(shown))
+        if r["status"] != "ok":
+            table.add_row(str(r["job"]), r["hypothesis"] or "-", "-", styled("failed"), r.get("error") or "-",
+                          "", "", "", " ".join(shown), end_section=True)
+            continue
+        table.add_row(str(r["job"]), f"[bold]{r['hypothesis']}[/]", r["backend"] or "-", styled(r["verdict"]), "",
+                      _p(r.get("p_value")), _p(r.get("p_adjusted")), styled(r.get("adjusted_verdict")), " ".join(shown))
+        for i, p in enumerate(r["predictions"]):
+            table.add_row("", f"  {p['id']}", "", styled(p["verdict"]), f"{_num(p['estimate'])} {_ci(p['ci'])}",
+                          _p(p["p_value"]), _p(p["p_adjusted"]), styled(p["adjusted_verdict"]), "",
+                          end_section=i == len(r["predictions"]) - 1)
     console.print(table)
 
 
@@ -360,6 +396,8 @@ class SweepSummary(Callback):
         # (some register atexit hooks of their own, which is refused then).
         import rich.table  # noqa: F401
         import statsmodels.stats.multitest  # noqa: F401
+
+        import framework.stats.multiplicity  # noqa: F401
 
         self._pending = config
         atexit.register(self._at_exit)

@@ -76,6 +76,23 @@ def test_holm_is_stricter_than_bh_and_only_downgrades_supported() -> None:
         {"supported": 5, "refuted": 1, "inconclusive": 0}
 
 
+@pytest.mark.parametrize("method", ["holm", "fdr_bh"])
+def test_jobs_are_a_second_family_with_the_largest_p(method: str) -> None:
+    s = summarize(RECORDS, OVERRIDES, method, 0.05)
+    # eagle3_allreduce has a prediction without a p-value: outside the job family.
+    jobs = {r["hypothesis"]: r for r in s["jobs"]}
+    assert jobs["eagle3_allreduce"]["p_value"] is None and jobs["eagle3_allreduce"]["p_adjusted"] is None
+    assert jobs["torch_symm_mem"]["p_value"] == 0.6 and jobs["cuda13"]["p_value"] == 0.03
+    reject, p_adj, _, _ = multipletests([0.6, 0.03], alpha=0.05, method=method)
+    assert [jobs["torch_symm_mem"]["p_adjusted"], jobs["cuda13"]["p_adjusted"]] == pytest.approx(list(p_adj))
+    assert s["multiplicity"]["job_family_size"] == 2
+    # Holm: 0.03*2 = 0.06 > 0.05; BH: max(0.03*2/1, ...) = 0.06 too -> cuda13 becomes inconclusive.
+    assert jobs["cuda13"]["adjusted_verdict"] == "inconclusive"
+    assert jobs["torch_symm_mem"]["adjusted_verdict"] == "refuted"
+    assert jobs["eagle3_allreduce"]["adjusted_verdict"] == "supported"
+    assert s["counts"]["job_verdicts_adjusted"] == {"supported": 1, "refuted": 1, "inconclusive": 1}
+
+
 def test_rows_carry_job_overrides_and_estimates() -> None:
     s = summarize(RECORDS, OVERRIDES, "holm", 0.05)
     assert [r["job"] for r in s["jobs"]] == [0, 1, 2]
@@ -229,6 +246,7 @@ def test_callback_in_a_real_multirun(tmp_path: Path) -> None:
     assert data["varying"] == ["hypothesis", "p"]
     # Holm over (0.01, 0.04, 0.01, 0.04): 0.04 and 0.04 adjust to 0.08 -> inconclusive
     assert data["counts"]["predictions_adjusted"] == {"supported": 2, "refuted": 0, "inconclusive": 2}
+    assert data["counts"]["job_verdicts_adjusted"] == {"supported": 2, "refuted": 0, "inconclusive": 2}
     assert (tmp_path / "sweep" / "sweep_summary.md").exists()
     assert "Sweep summary" in proc.stdout
 
