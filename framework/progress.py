@@ -76,15 +76,28 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
 
 
 def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
+    """Predictions with estimate, interval and verdict; then each reason on a line of its own."""
     h = record["hypothesis"]
     verdict = record["verdict"]
-    table = Table(title=f"{h['name']} — backend: {record['backend']} — "
-                        f"[{VERDICT_STYLE[verdict]}]{verdict}[/{VERDICT_STYLE[verdict]}]")
-    for col in ("prediction", "kind", "estimate", "interval", "p", "verdict", "reason"):
-        table.add_column(col, overflow="fold")
+    style = VERDICT_STYLE[verdict]
+    metric = next((c["metric"].get("name") for c in record["conditions"] if c.get("metric")), "")
+    conds = Table(title=f"{h['name']} — conditions (backend: {record['backend']})", title_justify="left")
+    for col in ("condition", "launches ok", "failed", f"mean {metric}"):
+        conds.add_column(col, no_wrap=col != "condition")
+    for c in record["conditions"]:
+        mean = c["metric"].get("mean")
+        conds.add_row(", ".join(f"{k}={v}" for k, v in c["levels"].items()), str(c["launches"]["ok"]),
+                      str(c["launches"]["failed"]), _fmt(mean, ".4g"))
+    console.print(conds)
+    table = Table(title=f"{h['name']} — backend: {record['backend']} — [{style}]{verdict}[/{style}]",
+                  title_justify="left")
+    for col in ("prediction", "kind", "estimate", "interval", "p", "verdict"):
+        table.add_column(col, no_wrap=col != "prediction", overflow="fold")
     for p in record["predictions"]:
         ci = f"[{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]" if p.get("ci") else "-"
-        style = VERDICT_STYLE[p["verdict"]]
+        pstyle = VERDICT_STYLE[p["verdict"]]
         table.add_row(p["id"], p["kind"], _fmt(p.get("estimate")), ci, _fmt(p.get("p_value"), ".2g"),
-                      f"[{style}]{p['verdict']}[/{style}]", p["reason"])
+                      f"[{pstyle}]{p['verdict']}[/{pstyle}]")
     console.print(table)
+    for p in record["predictions"]:
+        console.print(f"  {p['id']}: {p['reason']}", highlight=False)

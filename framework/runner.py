@@ -325,7 +325,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     """Run the experiment for a resolved context; returns the verdict record as stored."""
     from framework.records import environment, ledger, registration
 
-    console = console or Console(stderr=False)
+    console = console or Console(width=None if sys.stdout.isatty() else 120)
     install_signal_handlers()
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     started = now_iso()
