@@ -17,6 +17,13 @@ from framework.design import Condition
 VERDICT_STYLE = {"supported": "green", "refuted": "red", "inconclusive": "yellow"}
 
 
+def make_console() -> Console:
+    """The terminal's width on a terminal; 120 columns in logs and CI, where rich would pick 80."""
+    import sys
+
+    return Console(width=None if sys.stdout.isatty() else 120)
+
+
 class RunProgress:
     def __init__(self, console: Console, name: str, total_launches: int, requests_per_launch: int,
                  enabled: bool = True) -> None:

@@ -36,7 +36,7 @@ from framework.analysis import Analysis, analyze
 from framework.execution import client
 from framework.execution.backends import BackendSettings, server_spec
 from framework.execution.launcher import LaunchError, ServerProcess, free_port, install_signal_handlers
-from framework.progress import RunProgress, print_verdict_table
+from framework.progress import RunProgress, make_console, print_verdict_table
 from framework.records.models import (
     ConditionRecord, HypothesisRef, LaunchCounts, PredictionRecord, TrialsRef, VerdictRecord,
 )
@@ -325,7 +325,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     """Run the experiment for a resolved context; returns the verdict record as stored."""
     from framework.records import environment, ledger, registration
 
-    console = console or Console(width=None if sys.stdout.isatty() else 120)
+    console = console or make_console()
     install_signal_handlers()
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     started = now_iso()

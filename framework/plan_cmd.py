@@ -1,0 +1,136 @@
+"""`python -m framework plan hypothesis=NAME [pilot=RUN_DIR] [power=0.9] [KEY=VALUE...]`.
+
+Launches per condition needed for the target power on each prediction, and the expected wall
+time. The assumptions come from a pilot run's trials (its means, variance components and
+measured launch and request costs) or, without a pilot, from the simulator's model of the
+experiment's hardware profile (expected means and its noise magnitudes, launch cost = the
+profile's start-up time). The printout says which.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import OmegaConf
+from rich.console import Console
+from rich.table import Table
+
+from framework import design as design_mod
+from framework.progress import make_console
+from framework.planning import PlanRow, launches_for_hypothesis, plan, plan_from_rows
+from framework.spec import Experiment, Hypothesis
+
+PLAN_KEYS = ("pilot", "power")
+
+
+def simulated_request_log_sd(profile: Any, flags: list[str], output_tokens: int, n: int = 300, seed: int = 0) -> float:
+    """Per-request sd of log decode tok/s under the sim's noise model (Monte Carlo, deterministic)."""
+    from framework.sim import model
+
+    args = model.resolve_args(flags)
+    spec = model.spec_config(profile, args)
+    step_s = model.decode_step(profile, args, 1).total_us / 1e6
+    rng = np.random.default_rng(seed)
+    logs = []
+    for _ in range(n):
+        req = model.draw_request(profile, args, args.sim_noise_scale, rng)
+        done, t, i = 1, 0.0, 0
+        while done < output_tokens:
+            done += model.tokens_for_step(spec, req, args.sim_noise_scale, i, output_tokens - done, rng)
+            t += step_s * req.time_factor * model.draw_step_factor(profile, args.sim_noise_scale, rng)
+            i += 1
+        logs.append(math.log((output_tokens - 1) / t))
+    return float(np.std(logs, ddof=1))
+
+
+def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests: int, warmup: int,
+                      alpha: float) -> tuple[list[PlanRow], str]:
+    from framework.sim.model import expected_metrics
+    from framework.sim.profile import load_profile
+
+    means: dict[int, float] = {}
+    sd_req: dict[int, float] = {}
+    launch_cost: dict[int, float] = {}
+    request_cost: dict[int, float] = {}
+    sd_launch = 0.0
+    for cond in design_mod.conditions(h):
+        profile = load_profile(design_mod.sim_profile_for(h, exp, cond))
+        flags = design_mod.server_args_for(h, exp, cond)
+        w = design_mod.workload_for(h, exp, cond)
+        try:
+            m = expected_metrics(profile, flags, w.prompt_tokens, w.output_tokens, w.concurrency)
+        except Exception:  # a configuration the profile cannot start (a launches prediction)
+            continue
+        value = m.get(h.metric)
+        if isinstance(value, (int, float)) and value > 0:
+            means[cond.index] = float(value)
+        sd_launch = max(sd_launch, float(m["launch_log_sd"]))
+        sd_req[cond.index] = (simulated_request_log_sd(profile, flags, w.output_tokens)
+                              if h.metric == "decode_tok_s" else float(m["request_log_sd"]))
+        launch_cost[cond.index] = float(profile.startup_s)
+        request_cost[cond.index] = float(m["e2e_s"])
+    rows = plan(h, means=means, sd_launch_log=sd_launch, sd_request_log=sd_req, requests=requests, warmup=warmup,
+                launch_cost_s=launch_cost, request_cost_s=request_cost, power=power, alpha=alpha)
+    source = (f"assumptions from the simulator's model of profile {exp.sim.profile!r}: expected means, launch sd "
+              f"{sd_launch:.2%}, per-request sd by Monte Carlo of its noise model, launch cost = profile start-up "
+              f"({launch_cost and next(iter(launch_cost.values())):.0f} s; a real launch of a large model takes minutes: "
+              f"plan from a pilot run for real costs)")
+    return rows, source
+
+
+def plan_command(args: list[str]) -> int:
+    from framework.__main__ import _kv
+    from framework.app import compose, precheck
+    from framework.runner import ConfigError, effective_design, load_pair, read_rows
+
+    kv = _kv(args)
+    overrides = [f"{k}={v}" for k, v in kv.items() if k not in PLAN_KEYS]
+    precheck(overrides)
+    cfg = compose(overrides)
+    h, _, exp = load_pair(cfg)
+    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
+    try:
+        power = float(kv.get("power", 0.9))
+    except ValueError:
+        raise ConfigError("command line", "power", f"a number in (0, 1) (got {kv['power']!r})") from None
+    if not 0 < power < 1:
+        raise ConfigError("command line", "power", f"a number in (0, 1) (got {power})")
+    if "pilot" in kv:
+        trials = Path(kv["pilot"]) / "trials.jsonl"
+        if not trials.exists():
+            raise ConfigError("command line", "pilot", f"{kv['pilot']} is not a run directory (no trials.jsonl)")
+        rows = plan_from_rows(h, read_rows(trials), power=power, alpha=d.alpha, requests=d.requests, warmup=d.warmup)
+        source = f"assumptions from the pilot run {kv['pilot']}: its means, variance components and measured costs"
+    else:
+        rows, source = plan_from_profile(h, exp, power=power, requests=d.requests, warmup=d.warmup, alpha=d.alpha)
+    print_plan(make_console(), h, rows, power, source, d.requests, d.warmup)
+    return 0
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def print_plan(console: Console, h: Hypothesis, rows: list[PlanRow], power: float, source: str,
+               requests: int, warmup: int) -> None:
+    table = Table(title=f"plan for {h.name}: power {power} at alpha {h.design.alpha} "
+                        f"({requests} requests + {warmup} warm-up per launch)", title_justify="left")
+    for col in ("prediction", "kind", "assumed ratio", "to be", "launches/condition", "total launches", "wall time"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.prediction, r.kind, "-" if r.assumed_effect is None else f"{r.assumed_effect:.3f}",
+                      r.target or "-", str(r.launches_per_condition or "-"), str(r.total_launches or "-"),
+                      _duration(r.expected_wall_s))
+    console.print(table)
+    for r in rows:
+        if r.note:
+            console.print(f"  {r.prediction}: {r.note}", highlight=False)
+    n = launches_for_hypothesis(rows)
+    console.print(f"whole hypothesis: {n if n is not None else 'not reachable'} launches per condition "
+                  f"(design.launches={n})" if n else "whole hypothesis: see the notes above", highlight=False)
+    console.print(source, highlight=False)
