@@ -2,26 +2,40 @@
 
 `analyze(h, rows)` reads nothing and writes nothing: it takes the hypothesis as registered and the
 rows of a trials file (dicts as written, see `framework.records.trials`) and returns an `Analysis`.
-The run calls it once at the end (or at every look, for sequential designs); `audit` calls it again
-on the stored file and compares.
+The run calls it once at the end (or `sequential_look` at every look, for sequential designs);
+`audit` calls it again on the stored file and compares.
+
+The unit of replication is the launch: a launch's metric is the mean over its measured requests
+(not warm-up, ok), and every comparison works on the log of those per-launch values. The decision
+rules are in `framework.stats.decisions`, the formulas and references in docs/statistics.md.
 """
 
 from __future__ import annotations
 
+import math
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel
 
-from framework.spec import Hypothesis
+from framework.design import Condition, conditions, matching
+from framework.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
+from framework.stats import decisions, effects, outliers, sequential, variance
 
 Verdict = Literal["supported", "refuted", "inconclusive"]
+METHODS = ("welch", "rank", "bootstrap")
+BOOTSTRAP_RESAMPLES = 4000
 
 
 class MetricSummary(BaseModel):
     name: str
     mean: float | None  # mean over launches of the per-launch metric, in the metric's unit
     launch_means: list[float] = []
-    sd_between: float | None = None
+    sd_between: float | None = None  # sample sd of the per-launch metric, in the metric's unit
+    launch_ids: list[str] = []  # the launches of `launch_means`, in the same order
+    geometric_mean: float | None = None  # exp(mean of log per-launch metric): what ratios compare
 
 
 class ConditionSummary(BaseModel):
@@ -31,6 +45,7 @@ class ConditionSummary(BaseModel):
     metric: MetricSummary
     failures: list[str] = []  # distinct start-up failure messages
     outlier_launches: list[str] = []
+    variance: dict[str, Any] | None = None  # log-scale variance components (stats.variance.Components)
 
 
 class PredictionResult(BaseModel):
@@ -51,6 +66,292 @@ class Analysis(BaseModel):
     details: dict[str, Any] = {}
 
 
+# --------------------------------------------------------------------------- collecting rows
+
+
+@dataclass
+class _Cond:
+    cond: Condition
+    launch_rows: list[dict[str, Any]] = field(default_factory=list)
+    values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # measured, per launch
+    served: dict[str, bool] = field(default_factory=dict)  # launch id -> any ok request (if requests sent)
+    e2e: list[float] = field(default_factory=list)
+
+    def means(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
+        ids = [r["launch_id"] for r in self.launch_rows if r.get("ok") and r["launch_id"] not in exclude
+               and self.values.get(r["launch_id"])]
+        return ids, [sum(self.values[i]) / len(self.values[i]) for i in ids]
+
+    def logs(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
+        ids, m = self.means(exclude)
+        return ids, [math.log(v) for v in m]
+
+
+def _collect(h: Hypothesis, rows: Iterable[dict[str, Any]]) -> dict[int, _Cond]:
+    data = {c.index: _Cond(c) for c in conditions(h)}
+    launch_cond: dict[str, int] = {}
+    requests = []
+    for r in rows:
+        kind = r.get("kind")
+        if kind == "launch" and r.get("condition") in data:
+            data[r["condition"]].launch_rows.append(r)
+            launch_cond[r["launch_id"]] = r["condition"]
+        elif kind == "request":
+            requests.append(r)
+    for r in requests:
+        c = launch_cond.get(r.get("launch_id"), r.get("condition"))
+        if c not in data:
+            continue
+        d = data[c]
+        lid = r["launch_id"]
+        d.served[lid] = d.served.get(lid, False) or bool(r.get("ok"))
+        if r.get("warmup") or not r.get("ok"):
+            continue
+        v = r.get(h.metric)
+        if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+            d.values[lid].append(float(v))
+        e = r.get("e2e_s")
+        if isinstance(e, (int, float)) and math.isfinite(e) and e > 0:
+            d.e2e.append(float(e))
+    for d in data.values():
+        d.launch_rows.sort(key=lambda r: (r.get("replicate", 0), r.get("attempt", 1), r["launch_id"]))
+    return data
+
+
+def _failure_message(r: dict[str, Any]) -> str | None:
+    if r.get("ok"):
+        return None
+    if r.get("error"):
+        return str(r["error"]).strip()
+    tail = [ln for ln in r.get("log_tail") or [] if ln and ln.strip()]
+    return tail[-1].strip() if tail else "failed (no message captured)"
+
+
+# --------------------------------------------------------------------------- the analysis
+
+
+def _seed(h: Hypothesis, pid: str) -> list[int]:
+    """Bootstrap seed: the registered design seed and the prediction id (stable across machines)."""
+    return [h.design.seed, zlib.crc32(pid.encode("utf-8"))]
+
+
+def _need(data: dict[int, _Cond], cells: list[Condition], exclude: frozenset[str]) -> str | None:
+    for c in cells:
+        ids, _ = data[c.index].logs(exclude)
+        if len(ids) < 2:
+            d = data[c.index]
+            ok = sum(1 for r in d.launch_rows if r.get("ok"))
+            failed = len(d.launch_rows) - ok
+            return (f"condition {c.label()} has {len(ids)} launch(es) with measurements "
+                    f"({ok} ok, {failed} failed); at least 2 are needed")
+    return None
+
+
+def _one(h: Hypothesis, conds: list[Condition], where: dict[str, str]) -> Condition:
+    found = matching(conds, where)
+    if len(found) != 1:
+        raise ValueError(f"where {where} selects {len(found)} conditions, expected 1")
+    return found[0]
+
+
+def _decide(h: Hypothesis, p: Any, data: dict[int, _Cond], conds: list[Condition], a: float, method: str,
+            exclude: frozenset[str] = frozenset()) -> tuple[decisions.Decision, list[Condition]]:
+    """The decision of one comparison prediction at one-sided level `a`, optionally without some launches."""
+    if isinstance(p, Interaction):
+        ref = h.factors[p.factor].reference
+        by_ref = effective_reference(h, p)
+        keys = [(p.level, p.by_level), (ref, p.by_level), (p.level, by_ref), (ref, by_ref)]
+        cells = [_one(h, conds, {**p.where, p.factor: f, p.by: b}) for f, b in keys]
+        missing = _need(data, cells, exclude)
+        if missing:
+            return decisions.Decision("inconclusive", missing), cells
+        logs = {k: data[c.index].logs(exclude)[1] for k, c in zip(keys, cells)}
+        if method == "welch":
+            eff: effects.LogEffect = effects.interaction_ols(logs, p.factor, ref, p.level, p.by, by_ref, p.by_level)
+        else:  # the rank method has no standard interaction test: both robust methods use bootstrap-t
+            eff = effects.bootstrap_t([logs[k] for k in keys], [1, -1, -1, 1], seed=_seed(h, p.id),
+                                      resamples=BOOTSTRAP_RESAMPLES)
+        return decisions.interaction(eff, p.min_effect, p.direction, a), cells
+    ref = h.factors[p.factor].reference
+    treat = _one(h, conds, {**p.where, p.factor: p.level})
+    base = _one(h, conds, {**p.where, p.factor: ref})
+    cells = [treat, base]
+    missing = _need(data, cells, exclude)
+    if missing:
+        return decisions.Decision("inconclusive", missing), cells
+    x = data[treat.index].logs(exclude)[1]
+    y = data[base.index].logs(exclude)[1]
+    if method == "welch":
+        eff = effects.welch(x, y)
+    elif method == "rank":
+        eff = effects.hodges_lehmann(x, y)
+    else:
+        eff = effects.bootstrap_t([x, y], [1, -1], seed=_seed(h, p.id), resamples=BOOTSTRAP_RESAMPLES)
+    if isinstance(p, Equivalent):
+        return decisions.equivalent(eff, p.margin, a), cells
+    if isinstance(p, Increase):
+        return decisions.increase(eff, p.min_effect, a), cells
+    assert isinstance(p, Decrease)
+    return decisions.decrease(eff, p.min_effect, a), cells
+
+
+def _launches(p: Launches, data: dict[int, _Cond], conds: list[Condition]) -> decisions.Decision:
+    outcomes = []
+    for c in matching(conds, p.where):
+        d = data[c.index]
+        for r in d.launch_rows:
+            ok = bool(r.get("ok")) and d.served.get(r["launch_id"], True)
+            err = r.get("error")
+            if r.get("ok") and not ok:
+                err = "started but served no request"
+            outcomes.append(decisions.LaunchOutcome(r["launch_id"], ok, err, tuple(r.get("log_tail") or ())))
+    return decisions.launches(outcomes, p.expect, p.match)
+
+
+def _finite_ci(ci: tuple[float, float] | None) -> list[float] | None:
+    if ci is None or not all(math.isfinite(v) for v in ci):
+        return None
+    return [float(ci[0]), float(ci[1])]
+
+
+def _combine(verdicts: list[str]) -> Verdict:
+    if verdicts and all(v == "supported" for v in verdicts):
+        return "supported"
+    if any(v == "refuted" for v in verdicts):
+        return "refuted"
+    return "inconclusive"
+
+
+def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method: str, a: float) -> Analysis:
+    if method not in METHODS:
+        raise ValueError(f"unknown analysis method {method!r}; allowed: {list(METHODS)}")
+    conds = conditions(h)
+    data = _collect(h, rows)
+
+    # per-condition summaries, variance components and outliers
+    summaries: list[ConditionSummary] = []
+    flagged: dict[int, list[str]] = {}
+    by_cond_groups: list[list[list[float]]] = []
+    comps_by_cond: dict[str, Any] = {}
+    for c in conds:
+        d = data[c.index]
+        ids, means = d.means()
+        logs = [math.log(v) for v in means]
+        flagged[c.index] = outliers.flag(ids, logs)
+        groups = [[math.log(v) for v in d.values[i]] for i in ids]
+        by_cond_groups.append(groups)
+        comps = variance.components(groups)
+        comps_by_cond[str(c.index)] = comps.as_dict()
+        ok = sum(1 for r in d.launch_rows if r.get("ok"))
+        failures = sorted({m for m in (_failure_message(r) for r in d.launch_rows) if m})
+        sd = None
+        if len(means) >= 2:
+            mu = sum(means) / len(means)
+            sd = math.sqrt(sum((v - mu) ** 2 for v in means) / (len(means) - 1))
+        summaries.append(ConditionSummary(
+            index=c.index, levels=dict(c.levels),
+            launches={"ok": ok, "failed": len(d.launch_rows) - ok},
+            metric=MetricSummary(
+                name=h.metric, mean=(sum(means) / len(means)) if means else None, launch_means=means,
+                sd_between=sd, launch_ids=ids,
+                geometric_mean=math.exp(sum(logs) / len(logs)) if logs else None),
+            failures=failures, outlier_launches=flagged[c.index], variance=comps.as_dict()))
+
+    results: list[PredictionResult] = []
+    for p in h.predictions:
+        if isinstance(p, Launches):
+            dec = _launches(p, data, conds)
+            results.append(PredictionResult(id=p.id, kind=p.kind, verdict=dec.verdict, estimate=dec.estimate,
+                                            ci=None, p_value=None, reason=dec.reason, details=dec.details))
+            continue
+        dec, cells = _decide(h, p, data, conds, a, method)
+        reason = dec.reason
+        det = dict(dec.details)
+        out = frozenset(i for c in cells for i in flagged[c.index])
+        if out:
+            alt, _ = _decide(h, p, data, conds, a, method, exclude=out)
+            det["sensitivity"] = {"without_launches": sorted(out), "verdict": alt.verdict, "reason": alt.reason}
+            names = ", ".join(sorted(out))
+            if alt.verdict != dec.verdict:
+                reason += f"; outlying launch(es) {names}: without them the verdict would be {alt.verdict}"
+            else:
+                reason += f"; outlying launch(es) {names} flagged, verdict unchanged without them"
+        results.append(PredictionResult(id=p.id, kind=p.kind, verdict=dec.verdict, estimate=dec.estimate,
+                                        ci=_finite_ci(dec.ci), p_value=dec.p_value, reason=reason, details=det))
+
+    pooled = variance.pooled_components(by_cond_groups)
+    startup = [r["startup_s"] for d in data.values() for r in d.launch_rows
+               if r.get("ok") and isinstance(r.get("startup_s"), (int, float)) and r["startup_s"] > 0]
+    e2e = [v for d in data.values() for v in d.e2e]
+    launch_cost = sum(startup) / len(startup) if startup else None
+    request_cost = sum(e2e) / len(e2e) if e2e else None
+    m_star = None
+    note = None
+    if pooled.var_between is not None and pooled.var_within is not None and launch_cost and request_cost:
+        m = variance.optimal_requests(pooled.var_between, pooled.var_within, launch_cost, request_cost)
+        if math.isfinite(m):
+            m_star = m
+        else:
+            note = "no between-launch variance detected: more requests per launch are always cheaper"
+    details: dict[str, Any] = {
+        "method": method, "alpha": alpha, "one_sided_alpha": a, "ci_level": 1 - 2 * a,
+        "scale": "log", "unit_of_replication": "launch", "metric": h.metric,
+        "variance": {
+            "pooled": pooled.as_dict(), "by_condition": comps_by_cond,
+            "launch_cost_s": launch_cost, "request_cost_s": request_cost,
+            "optimal_requests_per_launch": m_star,
+            "recommended_requests_per_launch": max(1, math.ceil(m_star)) if m_star is not None else None,
+            "note": note,
+        },
+        "outliers": {str(k): v for k, v in flagged.items() if v},
+    }
+    return Analysis(verdict=_combine([r.verdict for r in results]), predictions=results,
+                    conditions=summaries, details=details)
+
+
 def analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], *, alpha: float | None = None,
             method: str | None = None) -> Analysis:
-    raise NotImplementedError
+    """The fixed-design analysis: every prediction decided at one-sided level alpha.
+
+    `alpha` and `method` default to the hypothesis's design. Equivalence uses the (1 - 2 alpha)
+    interval (TOST), directional predictions and interactions the one-sided (1 - alpha) bounds.
+    """
+    alpha = h.design.alpha if alpha is None else float(alpha)
+    method = method or h.design.analysis
+    return _analyze(h, list(rows), alpha, method, alpha)
+
+
+def sequential_look(h: Hypothesis, rows: Iterable[dict[str, Any]], *, look: int, max_looks: int,
+                    alpha: float | None = None, method: str | None = None,
+                    spending: str = "obf") -> tuple[Analysis, bool, str]:
+    """One interim look of a group-sequential design: (analysis, stop?, why).
+
+    Each prediction is decided at the look's nominal one-sided level from Lan-DeMets alpha spending
+    (O'Brien-Fleming type by default) over `max_looks` equally spaced looks; the last look spends the
+    remaining alpha. Stop when every prediction is decided (supported or refuted: stopping for
+    equivalence, for efficacy and for futility alike), or at the final look.
+    """
+    alpha = h.design.alpha if alpha is None else float(alpha)
+    method = method or h.design.analysis
+    if look < 1 or max_looks < 1:
+        raise ValueError("look and max_looks must be >= 1")
+    a = sequential.nominal_alpha(look, max_looks, alpha, spending)
+    analysis = _analyze(h, list(rows), alpha, method, a)
+    undecided = [p.id for p in analysis.predictions if p.verdict == "inconclusive"]
+    final = look >= max_looks
+    level = f"look {look} of {max_looks}, nominal one-sided alpha {a:.2g}"
+    summary = ", ".join(f"{p.id} {p.verdict}" for p in analysis.predictions)
+    if not undecided:
+        stop = True
+        reason = f"every prediction decided at {level}: {summary}"
+    elif final:
+        stop = True
+        reason = f"final {level} (remaining alpha): {summary}"
+    else:
+        stop = False
+        reason = f"continue after {level}: undecided {', '.join(undecided)}"
+    analysis.details["sequential"] = {
+        "look": look, "max_looks": max_looks, "spending": spending, "alpha": alpha,
+        "nominal_one_sided_alpha": a, "ci_level": 1 - 2 * a, "final": final, "stop": stop, "reason": reason,
+    }
+    return analysis, stop, reason

@@ -1,0 +1,98 @@
+"""Decision rules: TOST against statsmodels, one-sided rules, monotonicity, launch outcomes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from statsmodels.stats.weightstats import ttost_ind
+
+from framework.stats import decisions, effects
+
+
+@pytest.mark.parametrize("seed,shift", [(1, 0.0), (2, 0.01), (3, 0.025), (4, -0.02), (5, 0.05)])
+def test_tost_matches_statsmodels(seed, shift):
+    rng = np.random.default_rng(seed)
+    x1 = 92.6 * np.exp(rng.normal(shift, 0.01, 6))
+    x2 = 92.6 * np.exp(rng.normal(0.0, 0.02, 5))
+    m = 0.03
+    p_ref, lower, upper = ttost_ind(x1, x2, 1 - m, 1 + m, usevar="unequal", transform=np.log)
+    eff = effects.welch(np.log(x1), np.log(x2))
+    dec = decisions.equivalent(eff, m, 0.05)
+    assert dec.p_value == pytest.approx(p_ref, rel=1e-8)
+    assert dec.details["p_lower"] == pytest.approx(lower[1], rel=1e-8)
+    assert dec.details["p_upper"] == pytest.approx(upper[1], rel=1e-8)
+    # the interval rule and the TOST p agree
+    assert (dec.verdict == "supported") == (p_ref < 0.05)
+
+
+def _eff(est, se=0.01, df=8.0):
+    return effects.TEffect(est, se, df)
+
+
+def test_equivalence_three_ways():
+    m = 0.03
+    assert decisions.equivalent(_eff(0.0), m, 0.05).verdict == "supported"
+    assert decisions.equivalent(_eff(0.1), m, 0.05).verdict == "refuted"
+    assert decisions.equivalent(_eff(0.028), m, 0.05).verdict == "inconclusive"
+    assert "inside the equivalence bounds [0.970, 1.030]" in decisions.equivalent(_eff(0.0), m, 0.05).reason
+
+
+def test_increase_and_decrease_rules():
+    th = math.log(1.10)
+    assert decisions.increase(_eff(0.5), 0.10, 0.05).verdict == "supported"
+    dec = decisions.increase(_eff(0.0), 0.10, 0.05)
+    assert dec.verdict == "refuted" and "significantly smaller than required" in dec.reason
+    assert decisions.increase(_eff(th), 0.10, 0.05).verdict == "inconclusive"
+    assert decisions.increase(_eff(th), 0.10, 0.05).p_value == pytest.approx(0.5)
+    assert decisions.decrease(_eff(-0.5), 0.10, 0.05).verdict == "supported"
+    assert decisions.decrease(_eff(0.0), 0.10, 0.05).verdict == "refuted"
+    assert decisions.interaction(_eff(0.5), 0.10, "larger", 0.05).verdict == "supported"
+    assert decisions.interaction(_eff(-0.5), 0.10, "smaller", 0.05).verdict == "supported"
+    assert decisions.interaction(_eff(0.5), 0.10, "smaller", 0.05).verdict == "refuted"
+
+
+ORDER = {"refuted": 0, "inconclusive": 1, "supported": 2}
+
+
+@settings(max_examples=200, deadline=None)
+@given(est=st.floats(-0.5, 0.5), bump=st.floats(0, 0.5), se=st.floats(1e-4, 0.2), df=st.floats(1.0, 60.0),
+       e=st.floats(0, 0.5))
+def test_increase_verdict_is_monotone_in_the_effect(est, bump, se, df, e):
+    lo = decisions.increase(_eff(est, se, df), e, 0.05).verdict
+    hi = decisions.increase(_eff(est + bump, se, df), e, 0.05).verdict
+    assert ORDER[hi] >= ORDER[lo]
+    lo = decisions.decrease(_eff(-est, se, df), min(e, 0.9), 0.05).verdict
+    hi = decisions.decrease(_eff(-est - bump, se, df), min(e, 0.9), 0.05).verdict
+    assert ORDER[hi] >= ORDER[lo]
+
+
+@settings(max_examples=200, deadline=None)
+@given(est=st.floats(-0.2, 0.2), se=st.floats(1e-4, 0.1), df=st.floats(1.0, 60.0), m=st.floats(0.005, 0.3),
+       a1=st.floats(0.001, 0.2), a2=st.floats(0.001, 0.2))
+def test_stricter_level_never_decides_more(est, se, df, m, a1, a2):
+    strict, loose = min(a1, a2), max(a1, a2)
+    for rule in (lambda a: decisions.equivalent(_eff(est, se, df), m, a),
+                 lambda a: decisions.increase(_eff(est, se, df), m, a)):
+        if rule(strict).verdict != "inconclusive":
+            assert rule(loose).verdict == rule(strict).verdict
+
+
+def _o(ok, error=None, tail=()):
+    return decisions.LaunchOutcome("l", ok, error, tail)
+
+
+def test_launches_rules_and_captured_line():
+    crash = "RuntimeError: No supported CUDA architectures found for major versions [9, 10]"
+    fails = [_o(False, "exit code 1", ("loading...", crash)) for _ in range(2)]
+    dec = decisions.launches(fails, "fails", "No supported CUDA architectures found")
+    assert dec.verdict == "supported" and crash in dec.reason
+    assert decisions.launches(fails, "starts", None).verdict == "refuted"
+    assert decisions.launches(fails, "fails", "out of memory").verdict == "refuted"
+    mixed = [_o(True)] * 3 + [_o(False, "boom")] * 2
+    dec = decisions.launches(mixed, "starts", None)
+    assert dec.verdict == "inconclusive" and "flaky: 3/5" in dec.reason and "boom" in dec.reason
+    assert decisions.launches([_o(True)] * 4, "starts", None).verdict == "supported"
+    assert decisions.launches([], "starts", None).verdict == "inconclusive"

@@ -1,0 +1,44 @@
+"""Trial rows in the trials.jsonl format, simulated from a simple lognormal launch/request model."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from framework.design import conditions
+from framework.spec import Hypothesis
+
+
+def simulate(h: Hypothesis, means: dict[int, float], *, launches: int | dict[int, int] = 5, requests: int = 3,
+             warmup: int = 1, sd_launch: float = 0.006, sd_request: float | dict[int, float] = 0.004,
+             seed: int = 0, metric: str | None = None, failed: dict[int, str] | None = None,
+             start_replicate: int = 0, slow: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """Rows for every condition: `means[c]` is the condition's median per-request metric.
+
+    `failed[c]` makes every launch of condition c fail with that error; `slow[launch_id]` multiplies
+    one launch's requests (a slow launch).
+    """
+    rng = np.random.default_rng(seed)
+    metric = metric or h.metric
+    rows: list[dict[str, Any]] = []
+    for c in conditions(h):
+        n = launches[c.index] if isinstance(launches, dict) else launches
+        sr = sd_request[c.index] if isinstance(sd_request, dict) else sd_request
+        for r in range(start_replicate, start_replicate + n):
+            lid = f"c{c.index}-r{r}-a1"
+            err = (failed or {}).get(c.index)
+            rows.append({"kind": "launch", "launch_id": lid, "condition": c.index, "levels": c.levels,
+                         "replicate": r, "block": r, "attempt": 1, "seed": r, "ok": err is None,
+                         "error": err, "log_tail": [f"RuntimeError: {err}"] if err else [],
+                         "startup_s": 2.0, "started": "t", "finished": "t"})
+            if err:
+                continue
+            offset = rng.normal(0, sd_launch) + math.log((slow or {}).get(lid, 1.0))
+            for i in range(warmup + requests):
+                v = means[c.index] * math.exp(offset + rng.normal(0, sr))
+                rows.append({"kind": "request", "trial_id": f"{lid}-q{i}", "launch_id": lid, "condition": c.index,
+                             "levels": c.levels, "index": i, "warmup": i < warmup, "ok": True, metric: v,
+                             "e2e_s": 2.5})
+    return rows

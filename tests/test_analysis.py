@@ -1,0 +1,138 @@
+"""analyze / sequential_look end to end on simulated trial rows (no server)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from framework.analysis import analyze, sequential_look
+from framework.spec import Hypothesis, load_hypothesis
+from stats_rows import simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED_MEANS = {0: 92.6, 1: 54.1, 2: 92.7, 3: 96.1}  # fusion off/on x baseline/eagle3, see conditions()
+EAGLE_SD = {0: 0.004, 1: 0.04, 2: 0.004, 3: 0.04}
+
+
+@pytest.fixture(scope="module")
+def eagle() -> Hypothesis:
+    return load_hypothesis(ROOT / "hypotheses" / "eagle3_allreduce.yaml")
+
+
+def _with(h: Hypothesis, **design) -> Hypothesis:
+    data = h.model_dump()
+    data["design"].update(design)
+    return Hypothesis.model_validate(data)
+
+
+def test_seed_hypothesis_is_supported_with_the_seed_effects(eagle):
+    a = analyze(eagle, simulate(eagle, SEED_MEANS, sd_request=EAGLE_SD, seed=1))
+    assert a.verdict == "supported"
+    by = {p.id: p for p in a.predictions}
+    assert by["neutral_for_baseline"].estimate == pytest.approx(1.001, abs=0.01)
+    assert by["helps_eagle3"].estimate == pytest.approx(1.776, rel=0.03)
+    lo, hi = by["neutral_for_baseline"].ci
+    assert 0.97 < lo < hi < 1.03 and by["neutral_for_baseline"].p_value < 0.05
+    assert "ratio of ratios" in by["helps_eagle3_more_than_baseline"].reason
+    c = {c.index: c for c in a.conditions}
+    assert c[3].launches == {"ok": 5, "failed": 0}
+    assert c[3].metric.mean == pytest.approx(96.1, rel=0.03) and len(c[3].metric.launch_means) == 5
+    assert c[3].variance["icc"] is not None
+    v = a.details["variance"]
+    assert v["pooled"]["var_within"] > 0 and v["recommended_requests_per_launch"] >= 1
+    json.dumps(a.model_dump(mode="json"), allow_nan=False)  # strict JSON: no inf / nan anywhere
+
+
+def test_false_prediction_is_refuted(eagle):
+    data = eagle.model_dump()
+    data["predictions"] = [{"id": "fusion_speeds_baseline", "kind": "increase", "factor": "fusion", "level": "on",
+                            "where": {"decoding": "baseline"}, "min_effect": 0.10}]
+    h = Hypothesis.model_validate(data)
+    a = analyze(h, simulate(h, SEED_MEANS, sd_request=EAGLE_SD, seed=2))
+    assert a.verdict == "refuted"
+    assert "significantly smaller than required" in a.predictions[0].reason
+
+
+def test_too_few_launches_is_inconclusive_not_an_error(eagle):
+    a = analyze(eagle, simulate(eagle, SEED_MEANS, launches=1, sd_request=EAGLE_SD, seed=3))
+    assert a.verdict == "inconclusive"
+    assert all(p.verdict == "inconclusive" for p in a.predictions)
+    assert "at least 2 are needed" in a.predictions[0].reason
+
+
+def test_failed_condition_makes_its_comparisons_inconclusive(eagle):
+    rows = simulate(eagle, SEED_MEANS, sd_request=EAGLE_SD, seed=4, failed={3: "CUDA error: out of memory"})
+    a = analyze(eagle, rows)
+    by = {p.id: p for p in a.predictions}
+    assert by["neutral_for_baseline"].verdict == "supported"
+    assert by["helps_eagle3"].verdict == "inconclusive" and "0 ok, 5 failed" in by["helps_eagle3"].reason
+    assert a.conditions[3].failures == ["CUDA error: out of memory"]
+
+
+def test_launch_predictions_quote_the_crash_line():
+    h = load_hypothesis(ROOT / "hypotheses" / "cuda13_unblocks_fusion.yaml")
+    crash = "No supported CUDA architectures found for major versions [9, 10]"
+    # conditions: stack cuda12_8/cuda13 x fusion off/on -> index 1 is (cuda12_8, on)
+    rows = simulate(h, {0: 92.6, 1: 92.7, 2: 92.6, 3: 92.7}, launches=2, requests=1, warmup=0,
+                    failed={1: f"exit code 1: {crash}"}, seed=5)
+    a = analyze(h, rows)
+    assert a.verdict == "supported"
+    assert crash in a.predictions[0].reason
+
+
+def test_methods_agree_on_clear_cases_and_are_deterministic(eagle):
+    rows = simulate(eagle, SEED_MEANS, launches=6, sd_request=EAGLE_SD, seed=6)
+    for method in ("rank", "bootstrap"):
+        a, b = analyze(eagle, rows, method=method), analyze(eagle, rows, method=method)
+        assert a.verdict == "supported" and a.model_dump() == b.model_dump()
+        assert a.details["method"] == method
+
+
+def test_ratios_are_scale_invariant(eagle):
+    rows = simulate(eagle, SEED_MEANS, sd_request=EAGLE_SD, seed=7)
+    scaled = [dict(r, decode_tok_s=r["decode_tok_s"] * 3.7) if r["kind"] == "request" else r for r in rows]
+    a, b = analyze(eagle, rows), analyze(eagle, scaled)
+    for p, q in zip(a.predictions, b.predictions):
+        assert p.verdict == q.verdict
+        assert p.estimate == pytest.approx(q.estimate, rel=1e-9)
+        assert p.ci == pytest.approx(q.ci, rel=1e-9)
+
+
+def test_slow_launch_is_flagged_and_its_influence_reported(eagle):
+    rows = simulate(eagle, SEED_MEANS, launches=6, sd_request=EAGLE_SD, seed=8, slow={"c2-r4-a1": 1 / 1.08})
+    a = analyze(eagle, rows)
+    flagged = a.conditions[2].outlier_launches
+    assert "c2-r4-a1" in flagged
+    p = a.predictions[0]
+    assert "c2-r4-a1" in p.reason and set(flagged) <= set(p.details["sensitivity"]["without_launches"])
+    assert p.details["sensitivity"]["verdict"] == "supported"
+    if p.verdict != "supported":
+        assert "without them the verdict would be supported" in p.reason
+
+
+def test_sequential_look_stops_when_everything_is_decided(eagle):
+    rows = simulate(eagle, SEED_MEANS, launches=20, sd_request=EAGLE_SD, seed=9)
+    seen = []
+    for look in range(1, 11):
+        n = 2 * look
+        sub = [r for r in rows if int(r["launch_id"].split("-r")[1].split("-")[0]) < n]
+        a, stop, reason = sequential_look(eagle, sub, look=look, max_looks=10)
+        seen.append((look, stop))
+        assert a.details["sequential"]["look"] == look and a.details["sequential"]["max_looks"] == 10
+        assert a.details["sequential"]["nominal_one_sided_alpha"] < 0.05
+        if stop:
+            break
+    assert stop and look < 10 and a.verdict == "supported"
+    assert reason.startswith("every prediction decided at look")
+    assert seen[0] == (1, False)  # O'Brien-Fleming spends almost nothing at the first look
+
+
+def test_sequential_final_look_uses_the_remaining_alpha(eagle):
+    rows = simulate(eagle, {0: 92.6, 1: 54.1, 2: 92.6 * 1.029, 3: 54.1 * 1.2}, sd_request=EAGLE_SD, seed=10)
+    a, stop, reason = sequential_look(eagle, rows, look=3, max_looks=3)
+    assert stop and reason.startswith("final look 3 of 3")
+    assert a.details["sequential"]["final"] is True
+    fixed = analyze(eagle, rows)
+    assert a.details["sequential"]["nominal_one_sided_alpha"] < fixed.details["one_sided_alpha"]

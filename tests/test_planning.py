@@ -1,0 +1,83 @@
+"""Planning: analytic power against simulation of the decision rules, and plans for the seed."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from framework import planning
+from framework.spec import load_hypothesis
+from framework.stats import decisions, effects
+from stats_rows import simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _simulated_power(rule, effect, sd_cell, n, m, target, reps=4000, seed=0):
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(reps):
+        x, y = rng.normal(effect, sd_cell, n), rng.normal(0.0, sd_cell, n)
+        eff = effects.welch(x, y)
+        dec = decisions.equivalent(eff, m, 0.05) if rule == "equivalent" else decisions.increase(eff, m, 0.05)
+        hits += dec.verdict == target
+    return hits / reps
+
+
+@pytest.mark.parametrize("rule,effect,n,m,target", [
+    ("equivalent", 0.0, 3, 0.03, "supported"),
+    ("equivalent", 0.01, 4, 0.03, "supported"),
+    ("equivalent", 0.06, 4, 0.03, "refuted"),
+    ("up", 0.15, 3, 0.10, "supported"),
+    ("up", 0.05, 5, 0.10, "refuted"),
+])
+def test_power_matches_simulation_of_the_decision_rules(rule, effect, n, m, target):
+    sd = 0.015
+    if rule == "equivalent":
+        pw = planning.power_of(rule, effect_log=effect, var_cells=[sd ** 2] * 2, weights=[1, -1], n=n, a=0.05,
+                               low=math.log(1 - m), high=math.log(1 + m), target=target)
+    else:
+        pw = planning.power_of(rule, effect_log=effect, var_cells=[sd ** 2] * 2, weights=[1, -1], n=n, a=0.05,
+                               low=math.log(1 + m), target=target)
+    sim = _simulated_power(rule, effect, sd, n, m, target)
+    assert pw == pytest.approx(sim, abs=4 * math.sqrt(0.25 / 4000))
+
+
+def test_plan_for_the_seed():
+    h = load_hypothesis(ROOT / "hypotheses" / "eagle3_allreduce.yaml")
+    means = {0: 92.6, 1: 54.1, 2: 92.7, 3: 96.1}
+    sdr = {0: 0.004, 1: 0.04, 2: 0.004, 3: 0.04}
+    rows = planning.plan(h, means=means, sd_launch_log=0.006, sd_request_log=sdr, launch_cost_s=120.0,
+                         request_cost_s={0: 3.0, 1: 5.0, 2: 3.0, 3: 3.0})
+    by = {r.prediction: r for r in rows}
+    assert by["neutral_for_baseline"].target == "supported"
+    assert by["helps_eagle3"].assumed_effect == pytest.approx(96.1 / 54.1)
+    for r in rows:
+        assert r.launches_per_condition >= 2 and r.power >= 0.9
+        assert r.total_launches == 4 * r.launches_per_condition
+        per_round = 4 * 120.0 + (3 + 1) * (3.0 + 5.0 + 3.0 + 3.0)
+        assert r.expected_wall_s == pytest.approx(r.launches_per_condition * per_round)
+    assert planning.launches_for_hypothesis(rows) == max(r.launches_per_condition for r in rows)
+
+
+def test_smaller_effects_need_more_launches():
+    h = load_hypothesis(ROOT / "hypotheses" / "torch_symm_mem.yaml")
+    ns = []
+    for ratio in (1.30, 1.20, 1.15):
+        (row,) = planning.plan(h, means={0: 54.1, 1: 54.1 * ratio}, sd_launch_log=0.006, sd_request_log=0.04)
+        ns.append(row.launches_per_condition)
+    assert ns == sorted(ns) and ns[0] < ns[-1]
+    (row,) = planning.plan(h, means={0: 54.1, 1: 54.1 * 1.10}, sd_launch_log=0.006, sd_request_log=0.04)
+    assert row.launches_per_condition is None and "threshold" in row.note
+
+
+def test_plan_from_a_pilot_run():
+    h = load_hypothesis(ROOT / "hypotheses" / "eagle3_allreduce.yaml")
+    rows = simulate(h, {0: 92.6, 1: 54.1, 2: 92.7, 3: 96.1}, sd_request={0: 0.004, 1: 0.04, 2: 0.004, 3: 0.04},
+                    seed=3)
+    plan = planning.plan_from_rows(h, rows)
+    assert len(plan) == 3 and all(r.launches_per_condition for r in plan)
+    assert all(r.expected_wall_s > 0 for r in plan)  # costs measured from the rows (startup_s, e2e_s)
