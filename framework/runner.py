@@ -310,7 +310,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
 
         client.run_workload(
             base_url, workload, requests_n=d.requests, warmup=d.warmup, seed=planned.seed,
-            time_scale=ctx.backend.time_scale, api_key=ctx.backend.api_key, on_row=on_row,
+            time_scale=time_scale_of(ctx.backend, info), api_key=ctx.backend.api_key, on_row=on_row,
         )
     finally:
         if server is not None:
@@ -383,16 +383,18 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     finally:
         writer.close()
 
-    env = environment.fingerprint()
-    env["backend"] = ctx.backend.name
     info = next((r.get("server_info") for r in writer.rows if r["kind"] == "launch" and r.get("server_info")), None)
+    env = environment.fingerprint()
+    backend = backend_label(ctx.backend, info)
+    env["backend"] = backend
+    env["launcher"] = ctx.backend.name
     env["server"] = _server_summary(info)
     record = VerdictRecord(
         hypothesis=HypothesisRef(
             name=h.name, sha256=sha256_file(ctx.hypothesis_path), statement=h.statement.strip(),
             path=str(ctx.hypothesis_path), content=ctx.hypothesis_path.read_text(encoding="utf-8"),
         ),
-        backend=ctx.backend.name,
+        backend=backend,
         verdict=analysis.verdict,
         predictions=[PredictionRecord(**p.model_dump()) for p in analysis.predictions],
         conditions=[
@@ -438,6 +440,20 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
             console.print(f"[yellow]report not written: {exc}[/yellow]")
     console.print(f"ledger: {ctx.ledger}  run: {ctx.run_dir}")
     return stored
+
+
+def time_scale_of(backend: BackendSettings, info: dict[str, Any] | None) -> float:
+    """Model seconds per wall second: the sim's speed-up, as configured or as an endpoint reports it."""
+    if backend.name == "endpoint" and info and info.get("sim_speedup"):
+        return float(info["sim_speedup"])
+    return backend.time_scale
+
+
+def backend_label(backend: BackendSettings, info: dict[str, Any] | None) -> str:
+    """What produced the data: an endpoint that is the simulator is labelled `sim`, never real."""
+    if info and info.get("backend") == "sim":
+        return "sim"
+    return backend.name
 
 
 def analysis_settings(d: Design) -> dict[str, Any]:

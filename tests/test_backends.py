@@ -1,0 +1,66 @@
+"""The endpoint backend measures a running server; SIGTERM to the framework stops its server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import ROOT, framework, ledger_records
+from framework.execution.launcher import ServerProcess, ServerSpec, free_port
+from test_resume_and_sweeps import no_new_servers, sim_pids
+
+SINGLE = """\
+name: endpoint_smoke
+statement: The running server starts and serves.
+experiment: rtx_pro_6000_tp8
+factors:
+  rig: {reference: here, levels: {here: {}}}
+predictions:
+  - {id: serves, kind: launches, where: {rig: here}, expect: starts}
+design: {launches: 2, requests: 2, warmup: 0}
+"""
+
+
+def test_endpoint_backend_measures_a_server_it_did_not_start(workdir):
+    hyp = workdir / "hyp"
+    hyp.mkdir()
+    (hyp / "endpoint_smoke.yaml").write_text(SINGLE)
+    port = free_port()
+    argv = [sys.executable, "-m", "framework.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port),
+            "--sim-speedup", "20"]
+    with ServerProcess(ServerSpec(argv, "127.0.0.1", port, workdir / "sim.log", ready_timeout_s=60)) as server:
+        out = framework("run", "hypothesis=endpoint_smoke", f"paths.hypotheses={hyp}", "backend=endpoint",
+                        f"backend.url=http://127.0.0.1:{port}", cwd=workdir)
+        assert server.proc.poll() is None, "the endpoint backend must not stop a server it did not start"
+    assert out.returncode == 0, out.stderr[-2000:]
+    record = ledger_records(workdir / "verdicts.jsonl")[-1]
+    # the server is the simulator: the verdict says so, and its reported speed-up sets the clock
+    assert record["backend"] == "sim" and record["environment"]["launcher"] == "endpoint"
+    assert record["verdict"] == "supported"
+    (cond,) = record["conditions"]
+    assert 88 < cond["metric"]["mean"] < 98
+
+
+def test_endpoint_refuses_multi_condition_hypotheses(workdir):
+    out = framework("run", "hypothesis=eagle3_allreduce", "backend=endpoint", "backend.url=http://127.0.0.1:9",
+                    cwd=workdir)
+    assert out.returncode == 2 and "endpoint" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_sigterm_to_the_framework_stops_its_server(workdir):
+    before = sim_pids()
+    proc = subprocess.Popen([sys.executable, "-m", "framework", "run", "hypothesis=eagle3_allreduce",
+                             "design.launches=2", "backend.speedup=2", f"hydra.run.dir={workdir / 'run'}"],
+                            cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 60
+    while not (sim_pids() - before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sim_pids() - before, "no server was started"
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    assert no_new_servers(before)
+    assert (workdir / "run" / "trials.jsonl").exists()
