@@ -50,7 +50,7 @@ DRAWS = 20000  # simulated experiments per power evaluation: MC SE about 0.002 a
 
 def power_of(rule: str, *, effect_log: float, var_cells: list[float], weights: list[float], n: int, a: float,
              low: float | None = None, high: float | None = None, target: str = "supported",
-             draws: int = DRAWS, seed: int = 0) -> float:
+             draws: int = DRAWS, seed: int = 0, slow_prob: float = 0.0, slow_factor: float = 1.0) -> float:
     """Probability that the Welch-based decision rule returns `target` when the true log effect is effect_log.
 
     Simulates the sufficient statistics of `draws` experiments (normal data: each cell's mean is
@@ -61,14 +61,24 @@ def power_of(rule: str, *, effect_log: float, var_cells: list[float], weights: l
 
     rule: "up" (supported iff lower bound > low; refuted iff upper bound < low), "down" (supported
     iff upper bound < high; refuted iff lower bound > high), "equivalent" (bounds low, high).
+
+    With `slow_prob` > 0 each launch is, with that probability, a slow launch whose metric is
+    multiplied by `slow_factor` (e.g. 1/1.08 for a throughput, 1.08 for a latency); then whole
+    launches are simulated (the mixture has no chi2 shortcut), with fewer draws.
     """
     from scipy import special
 
     rng = np.random.default_rng([seed, n])
     w = np.asarray(weights, float)
     v = np.asarray(var_cells, float)
-    means = rng.normal(0.0, 1.0, (draws, len(v))) * np.sqrt(v / n)
-    s2 = v * rng.chisquare(n - 1, (draws, len(v))) / (n - 1)
+    if slow_prob > 0 and slow_factor != 1.0:
+        draws = min(draws, max(2000, 4_000_000 // (n * len(v))))
+        x = rng.normal(0.0, 1.0, (draws, len(v), n)) * np.sqrt(v)[None, :, None]
+        x += math.log(slow_factor) * (rng.random((draws, len(v), n)) < slow_prob)
+        means, s2 = x.mean(axis=2), x.var(axis=2, ddof=1)
+    else:
+        means = rng.normal(0.0, 1.0, (draws, len(v))) * np.sqrt(v / n)
+        s2 = v * rng.chisquare(n - 1, (draws, len(v))) / (n - 1)
     est = effect_log + means @ w
     terms = (w * w) * s2 / n
     se = np.sqrt(terms.sum(axis=1))
@@ -90,17 +100,30 @@ def power_of(rule: str, *, effect_log: float, var_cells: list[float], weights: l
 
 def launches_needed(rule: str, *, effect_log: float, var_cells: list[float], weights: list[float], a: float,
                     power: float, low: float | None = None, high: float | None = None, target: str = "supported",
-                    max_n: int = MAX_LAUNCHES) -> tuple[int | None, float]:
-    """Smallest n >= 2 launches per condition with power >= `power` (bisection; power grows with n)."""
+                    max_n: int = MAX_LAUNCHES, slow_prob: float = 0.0,
+                    slow_factor: float = 1.0) -> tuple[int | None, float]:
+    """Smallest n >= 2 launches per condition with power >= `power`.
+
+    Without slow launches power grows with n and a bisection finds it. With slow launches power is
+    not monotone at small n (more launches, more chances that one slow launch widens the interval
+    beyond a tight margin), so n is scanned upwards to 50 before bisecting above.
+    """
 
     def pw(n: int) -> float:
         return power_of(rule, effect_log=effect_log, var_cells=var_cells, weights=weights, n=n, a=a,
-                        low=low, high=high, target=target)
+                        low=low, high=high, target=target, slow_prob=slow_prob, slow_factor=slow_factor)
 
+    lo = 2
+    if slow_prob > 0:
+        for n in range(2, min(50, max_n) + 1):
+            p = pw(n)
+            if p >= power:
+                return n, p
+        lo = min(50, max_n)
     top = pw(max_n)
     if top < power:
         return None, top
-    lo, hi = 2, max_n
+    hi = max_n
     if pw(lo) >= power:
         return lo, pw(lo)
     while hi - lo > 1:
@@ -129,11 +152,14 @@ def _per(value: dict[int, float] | float, c: int) -> float:
 def plan(h: Hypothesis, *, means: dict[int, float], sd_launch_log: float | dict[int, float],
          sd_request_log: float | dict[int, float], requests: int | None = None, warmup: int | None = None,
          launch_cost_s: float | dict[int, float] = 0.0, request_cost_s: float | dict[int, float] = 0.0,
-         power: float = 0.9, alpha: float | None = None) -> list[PlanRow]:
+         power: float = 0.9, alpha: float | None = None, slow_launch_prob: float = 0.0,
+         slow_launch_factor: float = 1.0) -> list[PlanRow]:
     """Launches per condition for `power` on each prediction, and the wall time of running that many.
 
     `means[c]`: the assumed metric of condition c (its index in `design.conditions(h)`); sds are on the
-    log scale (0.006 = 0.6%), per condition where a dict. Wall time = n * sum over conditions of
+    log scale (0.006 = 0.6%), per condition where a dict. `slow_launch_prob` / `slow_launch_factor`
+    add occasional slow launches (the metric multiplied by the factor: 1/1.08 for a throughput that
+    drops 8%), which matter a lot for tight equivalence margins. Wall time = n * sum over conditions of
     (launch cost + (requests + warmup) * request cost): every condition runs n launches.
     """
     alpha = h.design.alpha if alpha is None else float(alpha)
@@ -183,7 +209,8 @@ def plan(h: Hypothesis, *, means: dict[int, float], sd_launch_log: float | dict[
             continue
         weights = [1.0, -1.0] if len(cells) == 2 else [1.0, -1.0, -1.0, 1.0]
         n, pw = launches_needed(rule, effect_log=eff, var_cells=[var(c) for c in cells], weights=weights, a=alpha,
-                                power=power, low=low, high=high, target=target)
+                                power=power, low=low, high=high, target=target, slow_prob=slow_launch_prob,
+                                slow_factor=slow_launch_factor)
         if n is None:
             rows.append(PlanRow(p.id, p.kind, ratio, target, None, None, None, pw,
                                 f"power {power} not reachable within {MAX_LAUNCHES} launches per condition"))

@@ -136,3 +136,11 @@ def test_sequential_final_look_uses_the_remaining_alpha(eagle):
     assert a.details["sequential"]["final"] is True
     fixed = analyze(eagle, rows)
     assert a.details["sequential"]["nominal_one_sided_alpha"] < fixed.details["one_sided_alpha"]
+
+
+def test_unbounded_rank_interval_is_inconclusive_and_strict_json(eagle):
+    rows = simulate(eagle, SEED_MEANS, launches=2, sd_request=EAGLE_SD, seed=11)
+    a = analyze(eagle, rows, method="rank")
+    p = a.predictions[0]
+    assert p.verdict == "inconclusive" and p.ci is None
+    json.dumps(a.model_dump(mode="json"), allow_nan=False)

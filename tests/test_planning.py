@@ -81,3 +81,14 @@ def test_plan_from_a_pilot_run():
     plan = planning.plan_from_rows(h, rows)
     assert len(plan) == 3 and all(r.launches_per_condition for r in plan)
     assert all(r.expected_wall_s > 0 for r in plan)  # costs measured from the rows (startup_s, e2e_s)
+
+
+def test_slow_launches_raise_the_plan_for_a_tight_margin():
+    h = load_hypothesis(ROOT / "hypotheses" / "eagle3_allreduce.yaml")
+    means = {0: 92.6, 1: 54.1, 2: 92.7, 3: 96.1}
+    sdr = {0: 0.004, 1: 0.04, 2: 0.004, 3: 0.04}
+    plain = planning.plan(h, means=means, sd_launch_log=0.006, sd_request_log=sdr)
+    slow = planning.plan(h, means=means, sd_launch_log=0.006, sd_request_log=sdr, slow_launch_prob=0.03,
+                         slow_launch_factor=1 / 1.08)
+    assert slow[0].launches_per_condition > plain[0].launches_per_condition
+    assert slow[0].power >= 0.9

@@ -68,12 +68,17 @@ def _common(effect: LogEffect, a: float) -> tuple[float, float, float, tuple[flo
     return lo, hi, ratio, ci, head
 
 
+def _num(x: float) -> float | None:
+    """A finite float, or None (records are strict JSON: no infinities)."""
+    return float(x) if math.isfinite(x) else None
+
+
 def _details(effect: LogEffect, a: float, lo: float, hi: float, **more: Any) -> dict[str, Any]:
     d: dict[str, Any] = {"method": effect.method, "one_sided_alpha": a, "ci_level": 1 - 2 * a,
-                         "log_estimate": effect.estimate, "log_ci": [lo, hi]}
+                         "log_estimate": effect.estimate, "log_ci": [_num(lo), _num(hi)]}
     for name in ("se", "df"):
         if hasattr(effect, name):
-            d[name] = float(getattr(effect, name))
+            d[name] = _num(float(getattr(effect, name)))
     extra = getattr(effect, "extra", None)
     if extra:
         d.update(extra)
