@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from conftest import ROOT, framework, ledger_records
+from cli_helpers import ROOT, framework, ledger_records
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
 from test_resume_and_sweeps import no_new_servers, sim_pids
 

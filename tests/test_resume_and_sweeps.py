@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from conftest import ROOT, framework, ledger_records
+from cli_helpers import ROOT, framework, ledger_records
 
 
 def sim_pids() -> set[int]:
@@ -57,20 +57,20 @@ def complete_launches(trials: Path, requests: int) -> list[str]:
 def test_sigkill_then_resume_reuses_completed_launches(workdir):
     before = sim_pids()
     run1 = workdir / "run1"
-    args = ["hypothesis=eagle3_allreduce", "design.launches=3", "design.requests=1", "design.warmup=0",
+    args = ["hypothesis=eagle3_allreduce", "design.launches=2", "design.requests=1", "design.warmup=0",
             "backend.speedup=20"]
     proc = subprocess.Popen([sys.executable, "-m", "framework", "run", *args, f"hydra.run.dir={run1}"], cwd=workdir,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     deadline = time.monotonic() + 120
-    while len(complete_launches(run1 / "trials.jsonl", 1)) < 5 and time.monotonic() < deadline:
+    while len(complete_launches(run1 / "trials.jsonl", 1)) < 3 and time.monotonic() < deadline:
         assert proc.poll() is None, "the run ended before it could be interrupted"
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert no_new_servers(before), "a server outlived the killed framework"
     done_before = complete_launches(run1 / "trials.jsonl", 1)
-    assert 5 <= len(done_before) < 12
+    assert 3 <= len(done_before) < 8
     old_trials = {r["trial_id"] for r in rows(run1 / "trials.jsonl")
                   if r["kind"] == "request" and r["launch_id"] in done_before}
 
@@ -82,13 +82,13 @@ def test_sigkill_then_resume_reuses_completed_launches(workdir):
     new_rows = rows(run2 / "trials.jsonl")
     reused = {r["trial_id"] for r in new_rows if r["kind"] == "request" and r.get("reused_from")}
     assert old_trials <= reused, "completed launches must be reused with their trial ids"
-    assert sum(r["kind"] == "launch" for r in new_rows if r["ok"]) == 12
+    assert sum(r["kind"] == "launch" for r in new_rows if r["ok"]) == 8
     attempts = record["analysis"]["launch_attempts"]
     assert sum(1 for a in attempts.values() if a["reused_from"]) == len(done_before)
     assert record["analysis"]["resumed_from"].endswith("run1")
     assert [p["id"] for p in record["predictions"]] == [
         "neutral_for_baseline", "helps_eagle3", "helps_eagle3_more_than_baseline"]
-    assert all(c["launches"]["ok"] == 3 for c in record["conditions"])
+    assert all(c["launches"]["ok"] == 2 for c in record["conditions"])
 
 
 def test_joblib_multirun_two_hypotheses_one_ledger_and_a_sweep_summary(workdir):
@@ -101,6 +101,7 @@ def test_joblib_multirun_two_hypotheses_one_ledger_and_a_sweep_summary(workdir):
     verdicts = [r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"]
     assert sorted(r["hypothesis"]["name"] for r in verdicts) == ["eagle3_allreduce", "torch_symm_mem"]
     summary = json.loads((sweep / "sweep_summary.json").read_text())
-    assert len(summary["rows"]) == 2
+    assert [job["status"] for job in summary["jobs"]] == ["ok", "ok"]
+    assert {job["hypothesis"] for job in summary["jobs"]} == {"eagle3_allreduce", "torch_symm_mem"}
     assert (sweep / "sweep_summary.md").read_text().strip()
     assert no_new_servers(before)
