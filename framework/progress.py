@@ -108,3 +108,29 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
     console.print(table)
     for p in record["predictions"]:
         console.print(f"  {p['id']}: {p['reason']}", highlight=False)
+
+
+def print_noise(console: Console, record: dict[str, Any]) -> None:
+    """Launch-level noise per condition and the cost-optimal requests per launch (two-stage sampling)."""
+    from framework.stats.variance import optimal_requests
+
+    var = (record.get("analysis", {}).get("details") or {}).get("variance") or {}
+    by_condition = var.get("by_condition") or {}
+    c_launch, c_request = var.get("launch_cost_s"), var.get("request_cost_s")
+    if not by_condition or not c_launch or not c_request:
+        return
+    table = Table(title=f"launch-level noise (log scale); launch {c_launch:.1f} s, request {c_request:.1f} s",
+                  title_justify="left")
+    for col in ("condition", "sd between launches", "sd within", "ICC", "design effect", "requests/launch m*"):
+        table.add_column(col, no_wrap=col != "condition")
+    for index, cond in enumerate(record["conditions"]):  # recorded in condition-index order
+        comp = by_condition.get(str(index))
+        if not comp or comp.get("var_within") is None or comp.get("var_between") is None:
+            continue
+        m_star = optimal_requests(comp["var_between"], comp["var_within"], c_launch, c_request)
+        m_text = "more (no launch noise seen)" if m_star == float("inf") else str(max(1, int(-(-m_star // 1))))
+        table.add_row(", ".join(f"{k}={v}" for k, v in cond["levels"].items()), f"{comp['sd_between']:.2%}",
+                      f"{comp['sd_within']:.2%}", f"{comp['icc']:.2f}", f"{comp['design_effect']:.2f}", m_text)
+    console.print(table)
+    console.print("  m* = sqrt((c_launch / c_request) * (s_within^2 / s_between^2)): more requests per launch pay "
+                  "only while within-launch noise dominates (docs/statistics.md)", highlight=False)

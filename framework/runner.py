@@ -36,7 +36,7 @@ from framework.analysis import Analysis, analyze
 from framework.execution import client
 from framework.execution.backends import BackendSettings, server_spec
 from framework.execution.launcher import LaunchError, ServerProcess, free_port, install_signal_handlers
-from framework.progress import RunProgress, make_console, print_verdict_table
+from framework.progress import RunProgress, make_console, print_noise, print_verdict_table
 from framework.records.models import (
     ConditionRecord, HypothesisRef, LaunchCounts, PredictionRecord, TrialsRef, VerdictRecord,
 )
@@ -430,6 +430,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     stored = ledger.append(ctx.ledger, record.to_json_dict())
     (ctx.run_dir / "verdict.json").write_text(json.dumps(stored, indent=2) + "\n", encoding="utf-8")
     (ctx.run_dir / "summary.md").write_text(summary_markdown(stored), encoding="utf-8")
+    print_noise(console, stored)
     print_verdict_table(console, stored)
     if ctx.report:
         try:
