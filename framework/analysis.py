@@ -293,6 +293,13 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
             m_star = m
         else:
             note = "no between-launch variance detected: more requests per launch are always cheaper"
+    for summary in summaries:  # per-condition m* (conditions differ: EAGLE's per-request noise is larger)
+        comp = summary.variance or {}
+        m_c = None
+        if comp.get("var_between") and comp.get("var_within") is not None and launch_cost and request_cost:
+            m_c = variance.optimal_requests(comp["var_between"], comp["var_within"], launch_cost, request_cost)
+        comp["optimal_requests"] = m_c
+        comps_by_cond[str(summary.index)]["optimal_requests"] = m_c
     details: dict[str, Any] = {
         "method": method, "alpha": alpha, "one_sided_alpha": a, "ci_level": 1 - 2 * a,
         "scale": "log", "unit_of_replication": "launch", "metric": h.metric,
