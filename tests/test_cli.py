@@ -135,3 +135,18 @@ def test_cuda13_unblocks_fusion_is_supported_and_shows_the_crash_line(workdir):
     failed = next(c for c in record["conditions"] if c["levels"] == {"stack": "cuda12_8", "fusion": "on"})
     assert failed["launches"] == {"ok": 0, "failed": 2}
     assert any("No supported CUDA architectures" in f for f in failed["failures"])
+
+
+def test_sequential_run_stops_early_says_why_and_audits_clean(workdir):
+    out = framework("run", "hypothesis=torch_symm_mem", "design.sequential=true", "design.max_launches=10", *FAST,
+                    cwd=workdir)
+    assert out.returncode == 0, out.stderr[-3000:]
+    record = ledger_records(workdir / "verdicts.jsonl")[-1]
+    stopping = record["analysis"]["stopping"]
+    assert stopping["sequential"] is True
+    assert record["verdict"] == "refuted", record["predictions"]  # symm-mem is a no-op on SM120
+    assert max(stopping["launches_per_condition"].values()) < 10, stopping
+    assert "decided" in stopping["reason"] and len(stopping["looks"]) >= 1
+    assert "look " in out.stdout
+    audit = framework("audit", cwd=workdir)
+    assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-2000:]
