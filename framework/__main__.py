@@ -136,6 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        from framework.records.ledger import LedgerError
+        from framework.records.registration import RegistrationChanged
+
+        if isinstance(exc, (RegistrationChanged, LedgerError)):
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        raise
     except KeyboardInterrupt:
         print("interrupted: servers stopped; resume with resume=RUN_DIR", file=sys.stderr)
         return 130

@@ -88,6 +88,8 @@ def precheck(overrides: list[str]) -> None:
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
 def hydra_run(cfg: DictConfig) -> Any:
+    from framework.records.ledger import LedgerError
+    from framework.records.registration import RegistrationChanged
     from framework.runner import resolve, run
 
     runtime = HydraConfig.get().runtime
@@ -97,4 +99,7 @@ def hydra_run(cfg: DictConfig) -> Any:
         record = run(ctx)
     except SpecError as exc:
         sys.exit(report_error(exc))
+    except (RegistrationChanged, LedgerError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
     return record["verdict"]

@@ -56,6 +56,7 @@ def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests:
     launch_cost: dict[int, float] = {}
     request_cost: dict[int, float] = {}
     sd_launch = 0.0
+    slow_prob, slow_factor = 0.0, 1.0
     for cond in design_mod.conditions(h):
         profile = load_profile(design_mod.sim_profile_for(h, exp, cond))
         flags = design_mod.server_args_for(h, exp, cond)
@@ -68,14 +69,18 @@ def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests:
         if isinstance(value, (int, float)) and value > 0:
             means[cond.index] = float(value)
         sd_launch = max(sd_launch, float(m["launch_log_sd"]))
+        slow_prob, slow_factor = float(m["slow_launch_prob"]), float(m["slow_launch_factor"])
         sd_req[cond.index] = (simulated_request_log_sd(profile, flags, w.output_tokens)
                               if h.metric == "decode_tok_s" else float(m["request_log_sd"]))
         launch_cost[cond.index] = float(profile.startup_s)
         request_cost[cond.index] = float(m["e2e_s"])
+    # a slow launch makes every forward slower: rates fall by the factor, times rise by it
+    slower = 1.0 / slow_factor if h.metric in ("decode_tok_s", "output_tok_s") else slow_factor
     rows = plan(h, means=means, sd_launch_log=sd_launch, sd_request_log=sd_req, requests=requests, warmup=warmup,
-                launch_cost_s=launch_cost, request_cost_s=request_cost, power=power, alpha=alpha)
+                launch_cost_s=launch_cost, request_cost_s=request_cost, power=power, alpha=alpha,
+                slow_launch_prob=slow_prob, slow_launch_factor=slower)
     source = (f"assumptions from the simulator's model of profile {exp.sim.profile!r}: expected means, launch sd "
-              f"{sd_launch:.2%}, per-request sd by Monte Carlo of its noise model, launch cost = profile start-up "
+              f"{sd_launch:.2%} plus {slow_prob:.0%} slow launches ({slow_factor - 1:+.0%}), per-request sd by Monte Carlo of its noise model, launch cost = profile start-up "
               f"({launch_cost and next(iter(launch_cost.values())):.0f} s; a real launch of a large model takes minutes: "
               f"plan from a pilot run for real costs)")
     return rows, source

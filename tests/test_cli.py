@@ -89,16 +89,17 @@ def test_main_command_supports_the_seed_hypothesis_and_records_everything(workdi
     assert record["hypothesis"]["name"] == "eagle3_allreduce" and len(record["hypothesis"]["sha256"]) == 64
     assert record["verdict"] == "supported", [(p["id"], p["reason"]) for p in record["predictions"]]
     assert verdict_of(record, "neutral_for_baseline")["estimate"] == pytest.approx(1.00, abs=0.02)
-    assert verdict_of(record, "helps_eagle3")["estimate"] == pytest.approx(1.78, abs=0.06)
-    assert {c["launches"]["ok"] for c in record["conditions"]} == {5}
+    # seed ratio 96.1 / 54.1 = 1.78; the EAGLE-3 cells vary ~4% per launch, so ~3.5 standard errors
+    assert verdict_of(record, "helps_eagle3")["estimate"] == pytest.approx(1.78, abs=0.12)
+    assert {c["launches"]["ok"] for c in record["conditions"]} == {9}
     run_dir = Path(record["run_dir"])
     rows = [json.loads(l) for l in (run_dir / "trials.jsonl").read_text().splitlines()]
-    assert sum(r["kind"] == "launch" for r in rows) == 20
-    assert sum(r["kind"] == "request" and not r["warmup"] for r in rows) == 60
-    assert sum(r["kind"] == "request" and r["warmup"] for r in rows) == 20
+    assert sum(r["kind"] == "launch" for r in rows) == 36
+    assert sum(r["kind"] == "request" and not r["warmup"] for r in rows) == 72
+    assert sum(r["kind"] == "request" and r["warmup"] for r in rows) == 36
     assert all(r["ok"] for r in rows)
     assert all(r["time_scale"] == 20 for r in rows if r["kind"] == "request")
-    assert len(list((run_dir / "logs").glob("*.log"))) == 20
+    assert len(list((run_dir / "logs").glob("*.log"))) == 36
     assert (run_dir / "verdict.json").exists() and "backend: sim" in (run_dir / "summary.md").read_text()
     assert (run_dir / ".hydra" / "config.yaml").exists() and (run_dir / "report.html").exists()
 
