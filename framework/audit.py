@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 from framework.records import ledger
 from framework.records.ledger import Problem
+from framework.records.trials import read_trials
 
 REL_TOL = 1e-9
 ABS_TOL = 1e-300  # only so that exact zeros compare equal
@@ -126,15 +127,6 @@ def resolve_trials(ledger_path: str | Path, trials_path: str) -> Path | None:
     p = Path(trials_path)
     candidates = [p] if p.is_absolute() else [Path(ledger_path).resolve().parent / p, Path.cwd() / p]
     return next((c for c in candidates if c.is_file()), None)
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                rows.append(json.loads(line))
-    return rows
 
 
 def hypothesis_from_record(record: dict[str, Any]) -> Any:
@@ -259,7 +251,7 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
     if content is None:
         return out
     try:
-        analysis = recompute(rec, read_rows(path))
+        analysis = recompute(rec, read_trials(path))
     except NotImplementedError:
         out.append(problem("recompute", "framework.analysis is not implemented yet; cannot recompute"))
         return out

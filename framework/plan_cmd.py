@@ -89,7 +89,8 @@ def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests:
 def plan_command(args: list[str]) -> int:
     from framework.__main__ import _kv
     from framework.app import compose, precheck
-    from framework.runner import ConfigError, effective_design, load_pair, read_rows
+    from framework.records.trials import read_trials
+    from framework.runner import ConfigError, effective_design, load_pair
 
     kv = _kv(args)
     overrides = [f"{k}={v}" for k, v in kv.items() if k not in PLAN_KEYS]
@@ -107,7 +108,7 @@ def plan_command(args: list[str]) -> int:
         trials = Path(kv["pilot"]) / "trials.jsonl"
         if not trials.exists():
             raise ConfigError("command line", "pilot", f"{kv['pilot']} is not a run directory (no trials.jsonl)")
-        rows = plan_from_rows(h, read_rows(trials), power=power, alpha=d.alpha, requests=d.requests, warmup=d.warmup)
+        rows = plan_from_rows(h, read_trials(trials), power=power, alpha=d.alpha, requests=d.requests, warmup=d.warmup)
         source = f"assumptions from the pilot run {kv['pilot']}: its means, variance components and measured costs"
     else:
         rows, source = plan_from_profile(h, exp, power=power, requests=d.requests, warmup=d.warmup, alpha=d.alpha)

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from framework.records.trials import TrialsFileError, read_json_object, read_trials
+
 VERDICT_COLORS = {"supported": "#2e7d32", "refuted": "#c62828", "inconclusive": "#9e9e9e"}
 FIG_DIR = "report_figures"
 
@@ -507,24 +509,13 @@ class ReportError(Exception):
     """The path is not a run directory, a multirun directory or a ledger."""
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _read_rows(path: Path | None) -> list[dict[str, Any]] | None:
     if path is None or not path.is_file():
         return None
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue
-    return rows
+    try:
+        return read_trials(path)
+    except TrialsFileError:
+        return None
 
 
 def _job_key(p: Path) -> tuple[int, Any]:
@@ -556,17 +547,17 @@ def build(path: Path) -> tuple[str, list[Block], Path, str]:
         raise ReportError(f"{path}: no such run directory, multirun directory or ledger")
     verdict = path / "verdict.json"
     if verdict.is_file():
-        rec = _read_json(verdict)
+        rec = read_json_object(verdict)
         if rec is None:
             raise ReportError(f"{verdict}: not a verdict record")
         name = (rec.get("hypothesis") or {}).get("name", "?")
         return f"Report: {name}", record_blocks(rec, _read_rows(path / "trials.jsonl"), ""), path, "report"
     jobs = sorted(path.glob("*/verdict.json"), key=_job_key)
-    summary = _read_json(path / "sweep_summary.json")
+    summary = read_json_object(path / "sweep_summary.json")
     if not jobs and summary is None:
         raise ReportError(f"{path}: neither a run directory (verdict.json) nor a multirun directory "
                           "(job directories with verdict.json, or sweep_summary.json)")
-    recs = [(j.parent.name, _read_json(j)) for j in jobs]
+    recs = [(j.parent.name, read_json_object(j)) for j in jobs]
     backends = sorted({str(r.get("backend")) for _, r in recs if r})
     blocks = [Heading(1, f"Multirun report: {path.name}"), Banner(f"backend: {', '.join(backends) or '?'}")]
     if summary is not None:

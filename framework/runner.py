@@ -40,7 +40,8 @@ from framework.progress import RunProgress, make_console, print_noise, print_ver
 from framework.records.models import (
     ConditionRecord, HypothesisRef, LaunchCounts, PredictionRecord, TrialsRef, VerdictRecord,
 )
-from framework.records.trials import LaunchRow, RequestRow
+from framework.records.ledger import sha256_file
+from framework.records.trials import LaunchRow, RequestRow, read_trials
 from framework.spec import Design, Experiment, Hypothesis, SpecError, load_experiment, load_hypothesis
 
 ERROR_LINE = re.compile(r"(Error|Exception|error:|FATAL|Traceback)")
@@ -52,14 +53,6 @@ class ConfigError(SpecError):
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------- resolving the config
@@ -212,19 +205,6 @@ class TrialsWriter:
     def close(self) -> None:
         self.sync()
         self._f.close()
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    break  # a line cut by a crash: everything after it is unreliable
-    return rows
 
 
 def completed_launches(rows: Iterable[dict[str, Any]], requests_n: int) -> dict[str, list[dict[str, Any]]]:
@@ -477,7 +457,7 @@ def _reuse(ctx: RunContext, writer: TrialsWriter) -> tuple[set[str], dict[str, i
         if before.get("hypothesis") != ctx.config.get("hypothesis"):
             raise ConfigError("command line", "resume",
                               f"{ctx.resume} ran hypothesis {before.get('hypothesis')!r}, not {ctx.config.get('hypothesis')!r}")
-    old = read_rows(ctx.resume / "trials.jsonl")
+    old = read_trials(ctx.resume / "trials.jsonl")
     attempts: dict[str, int] = {}
     for row in old:
         if row["kind"] == "launch":

@@ -49,6 +49,8 @@ from typing import Any, Sequence
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from framework.records.trials import read_json_object
+
 SCHEMA = "framework.sweep_summary/1"
 METHODS = {"holm": "Holm (family-wise error rate, confirmatory)",
            "fdr_bh": "Benjamini-Hochberg (false discovery rate, exploratory)"}
@@ -287,14 +289,6 @@ def print_summary(summary: dict[str, Any], console: Any = None) -> None:
 # --------------------------------------------------------------------------- the I/O shell
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _job_number(job_dir: Path) -> int | str:
     hydra_yaml = job_dir / ".hydra" / "hydra.yaml"
     if hydra_yaml.exists():
@@ -323,8 +317,8 @@ def load_sweep(sweep_dir: Path, expected: Sequence[Sequence[str]] | None = None)
             overrides = [str(o) for o in (OmegaConf.to_container(OmegaConf.load(ov_file)) or [])]
         except Exception:
             overrides = []
-        record = _read_json(job_dir / "verdict.json")
-        status = _read_json(job_dir / JOB_STATUS) or {}
+        record = read_json_object(job_dir / "verdict.json")
+        status = read_json_object(job_dir / JOB_STATUS) or {}
         error = status.get("error") if status.get("status") == "failed" else None
         if record is None and error is None:
             error = f"no verdict.json in {job_dir.name}"

@@ -8,6 +8,7 @@ multiplied wall durations by the scale, and keeps the scale on every row.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -63,3 +64,34 @@ class RequestRow(_Row):
     chunk_tokens: list[int] = []
     time_scale: float = 1.0
     sent_at: str | None = None
+
+
+class TrialsFileError(ValueError):
+    """A line in the middle of a trials file is not JSON: the file was damaged or edited."""
+
+
+def read_trials(path: str | Path) -> list[dict]:
+    """The rows of a trials file. A cut last line (a crash mid-write) is dropped; damage elsewhere raises."""
+    import json
+
+    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break
+            raise TrialsFileError(f"{path}: line {number} is not valid JSON") from None
+    return rows
+
+
+def read_json_object(path: str | Path) -> dict | None:
+    """A JSON object from a file, or None when it is missing, unreadable or not an object."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
