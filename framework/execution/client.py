@@ -92,6 +92,7 @@ def measure_request(
     t0 = time.perf_counter()
     error: str | None = None
     finished = False
+    seen = 0
     try:
         with session.post(
             base_url + "/generate", json=body, stream=True, timeout=(10.0, timeout_s), headers=headers
@@ -99,7 +100,6 @@ def measure_request(
             if resp.status_code != 200:
                 error = f"HTTP {resp.status_code}: {resp.text[:300]}"
             else:
-                seen = 0
                 buffer = b""
                 for piece in resp.iter_content(chunk_size=None):
                     now = time.perf_counter() - t0
@@ -126,7 +126,10 @@ def measure_request(
                 if error is None and not finished:
                     error = f"stream ended before the request finished ({seen} tokens received)"
     except (requests.RequestException, ValueError) as exc:
-        error = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, requests.Timeout) or "timed out" in str(exc):
+            error = f"timed out: no data for {timeout_s:g} s ({seen} tokens received)"
+        else:
+            error = f"{type(exc).__name__}: {exc}"
     e2e = time.perf_counter() - t0
     row: dict[str, Any] = {
         "ok": error is None,

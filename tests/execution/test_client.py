@@ -36,3 +36,68 @@ def test_prompts_are_reproducible_and_distinct():
     assert prompt_ids(1, 0, 16) == prompt_ids(1, 0, 16)
     assert prompt_ids(1, 0, 16) != prompt_ids(1, 1, 16)
     assert len(prompt_ids(1, 0, 128)) == 128
+
+
+# ------------------------------------------------------------------ failures over real HTTP
+
+import http.server  # noqa: E402
+import json  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import requests  # noqa: E402
+
+from framework.execution.client import generate_body, measure_request  # noqa: E402
+from framework.spec import Workload  # noqa: E402
+
+
+class _Misbehaving(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        mode = self.server.mode  # type: ignore[attr-defined]
+        if mode == "500":
+            body = b'{"error": {"message": "boom"}}'
+            self.send_response(500)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for n in (1, 2):
+            event = {"text": "x" * n, "meta_info": {"id": "r", "completion_tokens": n, "finish_reason": None}}
+            self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+            self.wfile.flush()
+            if mode == "slow":
+                time.sleep(2.0)
+        self.close_connection = True  # cut: no finished event, no [DONE]
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+
+def _serve(mode: str) -> tuple[http.server.ThreadingHTTPServer, str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Misbehaving)
+    server.mode = mode  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+@pytest.mark.parametrize("mode,timeout,fragment", [
+    ("500", 10.0, "HTTP 500"),
+    ("cut", 10.0, "stream ended before the request finished (2 tokens received)"),
+    ("slow", 1.0, "timed out: no data for 1 s (1 tokens received)"),
+])
+def test_failures_become_failed_rows_with_a_reason(mode, timeout, fragment):
+    server, url = _serve(mode)
+    try:
+        with requests.Session() as session:
+            row = measure_request(session, url, generate_body([1, 2, 3], Workload()), timeout)
+    finally:
+        server.shutdown()
+    assert row["ok"] is False
+    assert fragment.lower() in row["error"].lower(), row["error"]
