@@ -126,7 +126,9 @@ def measure_request(
                 if error is None and not finished:
                     error = f"stream ended before the request finished ({seen} tokens received)"
     except (requests.RequestException, ValueError) as exc:
-        if isinstance(exc, requests.Timeout) or "timed out" in str(exc):
+        if isinstance(exc, requests.exceptions.ChunkedEncodingError):
+            error = f"stream ended before the request finished ({seen} tokens received): {exc}"
+        elif isinstance(exc, requests.Timeout) or "timed out" in str(exc):
             error = f"timed out: no data for {timeout_s:g} s ({seen} tokens received)"
         else:
             error = f"{type(exc).__name__}: {exc}"

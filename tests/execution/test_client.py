@@ -66,11 +66,12 @@ class _Misbehaving(http.server.BaseHTTPRequestHandler):
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Connection", "close")
+        self.send_header("Transfer-Encoding", "chunked")  # as uvicorn streams
         self.end_headers()
         for n in (1, 2):
             event = {"text": "x" * n, "meta_info": {"id": "r", "completion_tokens": n, "finish_reason": None}}
-            self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+            data = b"data: " + json.dumps(event).encode() + b"\n\n"
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
             if mode == "slow":
                 time.sleep(2.0)
