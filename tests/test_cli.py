@@ -151,3 +151,25 @@ def test_sequential_run_stops_early_says_why_and_audits_clean(workdir):
     assert "look " in out.stdout
     audit = framework("audit", cwd=workdir)
     assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-2000:]
+
+
+def test_changed_hypothesis_is_refused_until_amended_and_history_shows_it(workdir):
+    hyp = workdir / "hyp"
+    hyp.mkdir()
+    text = (ROOT / "hypotheses" / "cuda13_unblocks_fusion.yaml").read_text()
+    (hyp / "cuda13_unblocks_fusion.yaml").write_text(text)
+    args = ["hypothesis=cuda13_unblocks_fusion", f"paths.hypotheses={hyp}", "design.launches=1", *FAST]
+    reg = framework("register", *args[:2], cwd=workdir)
+    assert reg.returncode == 0 and "registered" in reg.stdout, reg.stderr
+    (hyp / "cuda13_unblocks_fusion.yaml").write_text(text.replace("it starts and serves", "it starts and serves requests"))
+    refused = framework("run", *args, cwd=workdir)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "changed since hypothesis 'cuda13_unblocks_fusion' was registered" in refused.stderr
+    assert "allow_amend=true" in refused.stderr
+    amended = framework("run", *args, "allow_amend=true", cwd=workdir)
+    assert amended.returncode == 0, amended.stderr[-2000:]
+    kinds = [r["kind"] for r in ledger_records(workdir / "verdicts.jsonl")]
+    assert kinds == ["registration", "amendment", "verdict"]
+    history = framework("audit", "history", "hypothesis=cuda13_unblocks_fusion", cwd=workdir)
+    assert history.returncode == 0 and "amend" in history.stdout.lower(), history.stdout
+    assert framework("audit", cwd=workdir).returncode == 0
