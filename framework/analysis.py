@@ -41,7 +41,7 @@ class MetricSummary(BaseModel):
 class ConditionSummary(BaseModel):
     index: int
     levels: dict[str, str]
-    launches: dict[str, int]  # {"ok": n, "failed": n}
+    launches: dict[str, int]  # {"ok": n, "failed": n, "without_data": n}
     metric: MetricSummary
     failures: list[str] = []  # distinct start-up failure messages
     outlier_launches: list[str] = []
@@ -243,6 +243,7 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
         comps = variance.components(groups)
         comps_by_cond[str(c.index)] = comps.as_dict()
         ok = sum(1 for r in d.launch_rows if r.get("ok"))
+        no_data = sum(1 for r in d.launch_rows if r.get("ok") and not d.served.get(r["launch_id"], False))
         failures = sorted({m for m in (_failure_message(r) for r in d.launch_rows) if m})
         sd = None
         if len(means) >= 2:
@@ -250,7 +251,7 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
             sd = math.sqrt(sum((v - mu) ** 2 for v in means) / (len(means) - 1))
         summaries.append(ConditionSummary(
             index=c.index, levels=dict(c.levels),
-            launches={"ok": ok, "failed": len(d.launch_rows) - ok},
+            launches={"ok": ok, "failed": len(d.launch_rows) - ok, "without_data": no_data},
             metric=MetricSummary(
                 name=h.metric, mean=(sum(means) / len(means)) if means else None, launch_means=means,
                 sd_between=sd, launch_ids=ids,

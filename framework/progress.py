@@ -93,8 +93,10 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
         conds.add_column(col, no_wrap=col != "condition")
     for c in record["conditions"]:
         mean = c["metric"].get("mean")
+        no_data = c["launches"].get("without_data", 0)
+        failed = str(c["launches"]["failed"]) + (f" (+{no_data} served nothing)" if no_data else "")
         conds.add_row(", ".join(f"{k}={v}" for k, v in c["levels"].items()), str(c["launches"]["ok"]),
-                      str(c["launches"]["failed"]), _fmt(mean, ".4g"))
+                      failed, _fmt(mean, ".4g"))
     console.print(conds)
     table = Table(title=f"{h['name']} — backend: {record['backend']} — [{style}]{verdict}[/{style}]",
                   title_justify="left")

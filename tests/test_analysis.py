@@ -37,7 +37,7 @@ def test_seed_hypothesis_is_supported_with_the_seed_effects(eagle):
     assert 0.97 < lo < hi < 1.03 and by["neutral_for_baseline"].p_value < 0.05
     assert "ratio of ratios" in by["helps_eagle3_more_than_baseline"].reason
     c = {c.index: c for c in a.conditions}
-    assert c[3].launches == {"ok": 5, "failed": 0}
+    assert c[3].launches == {"ok": 5, "failed": 0, "without_data": 0}
     assert c[3].metric.mean == pytest.approx(96.1, rel=0.03) and len(c[3].metric.launch_means) == 5
     assert c[3].variance["icc"] is not None and "optimal_requests" in c[3].variance
     v = a.details["variance"]
@@ -144,3 +144,19 @@ def test_unbounded_rank_interval_is_inconclusive_and_strict_json(eagle):
     p = a.predictions[0]
     assert p.verdict == "inconclusive" and p.ci is None
     json.dumps(a.model_dump(mode="json"), allow_nan=False)
+
+
+def test_a_launch_that_served_nothing_is_counted_and_left_out_of_the_metric():
+    from framework.design import conditions
+
+    h = load_hypothesis(ROOT / "hypotheses" / "eagle3_allreduce.yaml")
+    cond = conditions(h)[0]
+    rows = []
+    for i, value in enumerate([92.0, 93.0, None]):
+        lid = f"c0-r{i}-a1"
+        rows.append({"kind": "launch", "launch_id": lid, "condition": 0, "levels": cond.levels, "ok": True})
+        rows.append({"kind": "request", "launch_id": lid, "condition": 0, "levels": cond.levels, "warmup": False,
+                     "ok": value is not None, "decode_tok_s": value, "error": None if value else "HTTP 500"})
+    summary = analyze(h, rows).conditions[0]
+    assert summary.launches == {"ok": 3, "failed": 0, "without_data": 1}
+    assert summary.metric.launch_means == [92.0, 93.0]

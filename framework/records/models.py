@@ -28,8 +28,9 @@ class HypothesisRef(BaseModel):
 
 
 class LaunchCounts(BaseModel):
-    ok: int
-    failed: int
+    ok: int  # started and answered /health
+    failed: int  # did not start
+    without_data: int = 0  # started, but no measured request succeeded (counted in ok, not in the metric)
 
 
 class ConditionRecord(BaseModel):
