@@ -21,7 +21,7 @@ from framework.sim import model
 from framework.sim.args import SimServerArgs, build_parser, parse_server_args
 from framework.sim.engine import Engine
 from framework.sim.profile import Profile, ProfileError, load_profile
-from framework.sim.server import Metrics, ServerState, create_app
+from framework.sim.server import Metrics, ServerState, build_request_models, create_app
 
 log = logging.getLogger("sglang.sim")
 
@@ -57,13 +57,25 @@ def _crash_traceback(error: str) -> str:
     )
 
 
+async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+    await asyncio.sleep(max(0.0, deadline - loop.time()))
+
+
 async def _serve(state: ServerState, server: uvicorn.Server, startup_s: float) -> int:
-    """Bind, "load", then mark ready; returns the process exit code."""
+    """Bind, "load", then mark ready; returns the process exit code.
+
+    The simulated loading phases end at fixed offsets from the bind (``startup_s`` model seconds in
+    all), so one-off set-up done meanwhile (importing numpy and seeding the engine, building the
+    request-body validators) does not add to it. Requests that need the engine are refused (503)
+    until ready, as before.
+    """
     serve_task = asyncio.create_task(server.serve())
     while not server.started:
         if serve_task.done():  # bind failed (uvicorn logged why)
             return 1
         await asyncio.sleep(0.005)
+    loop = asyncio.get_running_loop()
+    t_bind = loop.time()
     args, prof = state.args, state.profile
     tp = args.tp_size
     log.info("[TP0] Init torch distributed begin.")
@@ -79,7 +91,9 @@ async def _serve(state: ServerState, server: uvicorn.Server, startup_s: float) -
         server.should_exit = True
         await serve_task
         return 1
-    await asyncio.sleep(0.6 * startup_s / args.sim_speedup)
+    state.engine.start()  # imports numpy and seeds the generators: after the bind, inside the load time
+    build_request_models()
+    await _sleep_until(loop, t_bind + 0.6 * startup_s / args.sim_speedup)
     log.info("[TP0] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, "
              "avail mem=14.93 GB, mem usage=79.19 GB.")
     log.info("[TP0] KV Cache is allocated. #tokens: 412352, KV size: 26.93 GB")
@@ -87,7 +101,7 @@ async def _serve(state: ServerState, server: uvicorn.Server, startup_s: float) -
         bs = args.cuda_graph_max_bs or model.DEFAULT_CUDA_GRAPH_MAX_BS
         log.info(f"[TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=13.47 GB")
         log.info(f"[TP0] Capture cuda graph bs [1, 2, 4, 8, ..., {bs}]")
-    await asyncio.sleep(0.4 * startup_s / args.sim_speedup)
+    await _sleep_until(loop, t_bind + startup_s / args.sim_speedup)
     if not args.disable_cuda_graph:
         log.info(f"[TP0] Capture cuda graph end. Time elapsed: {0.4 * startup_s:.2f} s. mem usage=1.12 GB. "
                  "avail mem=12.35 GB.")
@@ -111,15 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.random_seed if args.random_seed is not None else int.from_bytes(os.urandom(4), "little")
     log.info(_server_args_line(args, seed))
     ground_truth: TextIO | None = open(args.sim_ground_truth, "a", encoding="utf-8") if args.sim_ground_truth else None
-    engine = Engine(profile, args, seed)
+    engine = Engine(profile, args, seed, defer_random=True)
     metrics = Metrics({"model_name": args.served_model_name or args.model_path}) if args.enable_metrics else None
     state = ServerState(args=args, profile=profile, engine=engine, seed=seed, ground_truth=ground_truth,
                         metrics=metrics)
     app = create_app(state)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=2, lifespan="off")
+                            timeout_graceful_shutdown=2, lifespan="off", ws="none")
     server = uvicorn.Server(config)
-    engine.start()
     startup_s = profile.startup_s if args.sim_startup_s is None else args.sim_startup_s
     try:
         code = asyncio.run(_serve(state, server, startup_s))

@@ -19,13 +19,14 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable
 
 from framework.sim import model
 from framework.sim.args import SimServerArgs
 from framework.sim.profile import Profile
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger("framework.sim.engine")
 
@@ -74,15 +75,17 @@ class Engine:
     """Owns the model clock. Thread-safe ``submit``/``abort``; everything else runs in its thread."""
 
     def __init__(self, profile: Profile, args: SimServerArgs, seed: int,
-                 on_step: Callable[[dict], None] | None = None) -> None:
+                 on_step: Callable[[dict], None] | None = None, *, defer_random: bool = False) -> None:
+        """``defer_random``: leave numpy (and the launch draw) to :meth:`init_random` or :meth:`start`,
+        so the server can bind its port first; nothing else in the engine needs them before a request."""
         self.profile, self.args = profile, args
         self.speedup = args.sim_speedup
         self.noise = args.sim_noise_scale
         self.spec = model.spec_config(profile, args)
-        seq = np.random.SeedSequence(seed)
-        launch_ss, self._req_ss, step_ss = seq.spawn(3)
-        self.launch = model.draw_launch(profile, self.noise, np.random.default_rng(launch_ss))
-        self._step_rng = np.random.default_rng(step_ss)
+        self.seed = seed
+        self.launch: model.LaunchDraw | None = None
+        if not defer_random:
+            self.init_random()
         self._req_counter = itertools.count()
         self._cond = threading.Condition()
         self._inbox: deque[SimRequest] = deque()
@@ -105,7 +108,19 @@ class Engine:
         """Epoch seconds with perf_counter precision (one fixed offset, so it never jumps)."""
         return self._epoch0 + ((time.perf_counter() if perf is None else perf) - self._perf0)
 
+    def init_random(self) -> None:
+        """Seed the launch, per-request and per-step generators from ``seed`` (idempotent)."""
+        if self.launch is not None:
+            return
+        import numpy as np
+
+        seq = np.random.SeedSequence(self.seed)
+        launch_ss, self._req_ss, step_ss = seq.spawn(3)
+        self.launch = model.draw_launch(self.profile, self.noise, np.random.default_rng(launch_ss))
+        self._step_rng = np.random.default_rng(step_ss)
+
     def start(self) -> None:
+        self.init_random()
         self._thread.start()
 
     def stop(self) -> None:
@@ -114,6 +129,8 @@ class Engine:
             self._cond.notify_all()
 
     def submit(self, req: SimRequest) -> None:
+        import numpy as np  # already imported by init_random
+
         now = time.perf_counter()
         req.arrival_perf = now
         req.ready_perf = now + self.profile.request_overhead_us / 1e6 / self.speedup
@@ -128,7 +145,11 @@ class Engine:
 
     @property
     def avg_spec_accept_length(self) -> float:
-        return float(np.mean(self._accept_hist)) if self._accept_hist else 0.0
+        if not self._accept_hist:
+            return 0.0
+        import numpy as np
+
+        return float(np.mean(self._accept_hist))
 
     # ----------------------------------------------------------------- engine thread
 
@@ -139,6 +160,8 @@ class Engine:
             log.exception("sim engine crashed")
 
     def _loop(self) -> None:
+        import numpy as np  # already imported by init_random (start() calls it first)
+
         busy = False
         while True:
             with self._cond:

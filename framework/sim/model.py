@@ -15,12 +15,13 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass
-from typing import Iterable, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from framework.sim.args import SimServerArgs, parse_server_args
 from framework.sim.profile import Profile, load_profile
+
+if TYPE_CHECKING:  # numpy is imported where it is used: the server binds its port before paying for it
+    import numpy as np
 
 DEFAULT_CUDA_GRAPH_MAX_BS = 160
 CRASH_MESSAGE = "No supported CUDA architectures found for major versions [9, 10]"
@@ -218,6 +219,8 @@ class RequestDraw:
 
 
 def draw_launch(profile: Profile, noise_scale: float, rng: np.random.Generator) -> LaunchDraw:
+    import numpy as np
+
     nz = profile.noise
     offset = float(np.exp(rng.normal(0.0, nz.launch_log_sd * noise_scale))) if noise_scale > 0 else 1.0
     slow = bool(noise_scale > 0 and rng.random() < min(1.0, nz.slow_launch_prob * noise_scale))
@@ -227,6 +230,8 @@ def draw_launch(profile: Profile, noise_scale: float, rng: np.random.Generator) 
 
 def draw_request(profile: Profile, args: SimServerArgs, noise_scale: float,
                  rng: np.random.Generator) -> RequestDraw:
+    import numpy as np
+
     nz = profile.noise
     factor = float(np.exp(rng.normal(0.0, nz.request_log_sd * noise_scale))) if noise_scale > 0 else 1.0
     spec = spec_config(profile, args)
@@ -245,6 +250,8 @@ def draw_request(profile: Profile, args: SimServerArgs, noise_scale: float,
 def draw_step_factor(profile: Profile, noise_scale: float, rng: np.random.Generator) -> float:
     if noise_scale <= 0:
         return 1.0
+    import numpy as np
+
     return float(np.exp(rng.normal(0.0, profile.noise.step_log_sd * noise_scale)))
 
 
@@ -299,6 +306,8 @@ def resolve_args(server_flags: Iterable[str]) -> SimServerArgs:
 def single_stream_schedule(profile: Profile, args: SimServerArgs, prompt_tokens: int,
                            output_tokens: int) -> list[tuple[float, int]]:
     """Noise-free (model time in s from arrival, tokens) of every chunk of one request alone on the server."""
+    import numpy as np
+
     spec = spec_config(profile, args)
     req = draw_request(profile, args, 0.0, np.random.default_rng(0))
     t = (profile.request_overhead_us + prefill_step(profile, args, prompt_tokens).total_us) / 1e6

@@ -1,10 +1,16 @@
-"""The simulated server's HTTP face: SGLang's endpoints and shapes (FastAPI), fed by the engine thread.
+"""The simulated server's HTTP face: SGLang's endpoints and shapes (Starlette), fed by the engine thread.
 
 Shapes follow SGLang's ``entrypoints/http_server.py`` and ``managers/io_struct.py``: native
 ``/generate`` with SSE ``data: {json}`` events (cumulative ``text``, ``meta_info``) and
 ``data: [DONE]``, the OpenAI-compatible ``/v1`` routes, ``/metrics`` with ``sglang:`` names, and
 SGLang's error envelopes (request-validation errors: a flat ``ErrorResponse`` with code 400;
 semantic errors on ``/generate``: ``{"error": {"message": ...}}`` with 400).
+
+Plain Starlette rather than FastAPI (which real SGLang uses) because FastAPI's import dominates the
+sim's start-up and the sim launches once per experiment launch; the responses FastAPI would add
+(``{"detail": ...}`` for 404/405, no implicit HEAD) are reproduced here. The request-body models are
+built lazily (:func:`build_request_models`, called during the simulated start-up) and
+``prometheus_client`` is imported only with ``--enable-metrics``.
 """
 
 from __future__ import annotations
@@ -17,11 +23,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, TextIO
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
 
 from framework.sim import model
 from framework.sim.args import SimServerArgs
@@ -38,7 +46,9 @@ OPENAI_DEFAULT_MAX_TOKENS = 16  # OpenAI completions default
 
 
 class _Loose(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    # defer_build: the validators are built by build_request_models() during the simulated start-up
+    # (or on first use), not at import, which keeps process start-up short.
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 class SamplingParams(_Loose):
@@ -90,6 +100,17 @@ class ChatCompletionRequest(_Loose):
     n: int = Field(1, ge=1, le=1)
 
 
+REQUEST_MODELS: tuple[type[BaseModel], ...] = (
+    SamplingParams, GenerateReqInput, StreamOptions, CompletionRequest, ChatMessage, ChatCompletionRequest)
+
+
+def build_request_models() -> None:
+    """Build the deferred request-body validators now, so no request pays for it (idempotent)."""
+    for kind in REQUEST_MODELS:
+        if not kind.__pydantic_complete__:
+            kind.model_rebuild(force=True)
+
+
 def _stops(stop: str | list[str] | None) -> list[str]:
     return [stop] if isinstance(stop, str) else [s for s in (stop or []) if s]
 
@@ -133,9 +154,14 @@ class Metrics:
     """Prometheus collectors with SGLang's ``sglang:`` names (times on the model clock)."""
 
     labels: dict[str, str]
-    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    registry: Any = None  # a prometheus_client CollectorRegistry (created here when not given)
 
     def __post_init__(self) -> None:
+        # Imported here: prometheus_client is only needed with --enable-metrics.
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        if self.registry is None:
+            self.registry = CollectorRegistry()
         names = list(self.labels)
         r = self.registry
         self.prompt_tokens = Counter("sglang:prompt_tokens", "Prefill tokens processed", names, registry=r)
@@ -315,68 +341,69 @@ class ApiKeyMiddleware:
         await self.app(scope, receive, send)
 
 
-def create_app(state: ServerState) -> FastAPI:
-    app = FastAPI(title="framework.sim (simulated SGLang)", openapi_url=None)
-    app.state.sim = state
+async def _http_exception(_: Request, exc: Exception) -> Response:
+    """FastAPI's handler for 404/405 and friends: ``{"detail": ...}`` as JSON (no body where none is allowed)."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code < 200 or exc.status_code in (204, 205, 304):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+def _route(path: str, endpoint: Any, methods: list[str]) -> Route:
+    """A route answering exactly ``methods`` (FastAPI adds no implicit HEAD to GET routes; Starlette does)."""
+    route = Route(path, endpoint, methods=methods)
+    route.methods = {m.upper() for m in methods}
+    return route
+
+
+def create_app(state: ServerState) -> Starlette:
     health_paths = ("/health", "/health_generate", "/metrics")
 
-    if state.args.api_key:
-        app.add_middleware(ApiKeyMiddleware, key=state.args.api_key, exempt=health_paths)
-
-    @app.exception_handler(_BodyError)
-    async def _body_error(_: Request, exc: _BodyError) -> JSONResponse:
+    async def _body_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, _BodyError)
         return exc.response
 
-    @app.exception_handler(Exception)
     async def _internal(_: Request, exc: Exception) -> JSONResponse:
         log.exception("request failed")
         return JSONResponse(status_code=500, content={"error": {"message": f"internal error: {exc}"}})
 
-    @app.get("/health")
-    @app.get("/health_generate")
-    async def health() -> Response:
+    async def health(_: Request) -> Response:
         return Response(status_code=200 if state.ready else 503)
 
-    async def server_info() -> dict[str, Any]:
-        return {**server_info_dict(state), "internal_states": [{
+    async def server_info(_: Request) -> Response:
+        return JSONResponse({**server_info_dict(state), "internal_states": [{
             "last_gen_throughput": state.engine.last_gen_throughput,
             "avg_spec_accept_length": state.engine.avg_spec_accept_length,
-        }]}
+        }]})
 
-    app.get("/get_server_info")(server_info)
-    app.get("/server_info")(server_info)
+    async def model_info(_: Request) -> Response:
+        return JSONResponse({"model_path": state.args.model_path,
+                             "tokenizer_path": state.args.tokenizer_path or state.args.model_path,
+                             "is_generation": True, "preferred_sampling_params": None, "weight_version": "default"})
 
-    @app.get("/get_model_info")
-    async def model_info() -> dict[str, Any]:
-        return {"model_path": state.args.model_path,
-                "tokenizer_path": state.args.tokenizer_path or state.args.model_path,
-                "is_generation": True, "preferred_sampling_params": None, "weight_version": "default"}
-
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{
+    async def models(_: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{
             "id": state.model_name, "object": "model", "created": state.created, "owned_by": "sglang",
-            "root": state.args.model_path, "max_model_len": 163840}]}
+            "root": state.args.model_path, "max_model_len": 163840}]})
 
-    @app.api_route("/flush_cache", methods=["GET", "POST"])
-    async def flush_cache() -> Response:
+    async def flush_cache(_: Request) -> Response:
         busy = state.engine.num_running > 0 or state.engine.num_waiting > 0
         return PlainTextResponse(
             "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
             "requests, the operation will not be performed.)\n", status_code=400 if busy else 200)
 
-    @app.get("/metrics")
-    async def metrics() -> Response:
+    async def metrics(_: Request) -> Response:
         m = state.metrics
         if m is None:
             return JSONResponse(status_code=404, content={"detail": "Not Found"})
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest  # imported with Metrics already
+
         m.num_running.labels(**m.labels).set(state.engine.num_running)
         m.num_queue.labels(**m.labels).set(state.engine.num_waiting)
         m.gen_throughput.labels(**m.labels).set(state.engine.last_gen_throughput)
         m.spec_accept.labels(**m.labels).set(state.engine.avg_spec_accept_length)
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.api_route("/generate", methods=["POST", "PUT"])
     async def generate(request: Request) -> Response:
         obj: GenerateReqInput = await _parse(request, GenerateReqInput)
         try:
@@ -405,7 +432,6 @@ def create_app(state: ServerState) -> FastAPI:
         results = await asyncio.gather(*(one(r) for r in reqs))
         return JSONResponse(results if isinstance(obj.text, list) or _is_batch_ids(obj.input_ids) else results[0])
 
-    @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
         obj: CompletionRequest = await _parse(request, CompletionRequest)
         prompt = obj.prompt
@@ -417,7 +443,6 @@ def create_app(state: ServerState) -> FastAPI:
         max_new = obj.max_tokens if obj.max_tokens is not None else OPENAI_DEFAULT_MAX_TOKENS
         return await _openai(state, request, obj, prompt, n_prompt, max_new, chat=False)
 
-    @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
         obj: ChatCompletionRequest = await _parse(request, ChatCompletionRequest)
         text = "\n".join(_content_text(m.content) for m in obj.messages)
@@ -426,6 +451,24 @@ def create_app(state: ServerState) -> FastAPI:
         return await _openai(state, request, obj, text, n_prompt,
                              DEFAULT_MAX_NEW_TOKENS if max_new is None else max_new, chat=True)
 
+    routes = [
+        _route("/health", health, ["GET"]),
+        _route("/health_generate", health, ["GET"]),
+        _route("/get_server_info", server_info, ["GET"]),
+        _route("/server_info", server_info, ["GET"]),
+        _route("/get_model_info", model_info, ["GET"]),
+        _route("/v1/models", models, ["GET"]),
+        _route("/flush_cache", flush_cache, ["GET", "POST"]),
+        _route("/metrics", metrics, ["GET"]),
+        _route("/generate", generate, ["POST", "PUT"]),
+        _route("/v1/completions", completions, ["POST"]),
+        _route("/v1/chat/completions", chat, ["POST"]),
+    ]
+    middleware = ([Middleware(ApiKeyMiddleware, key=state.args.api_key, exempt=health_paths)]
+                  if state.args.api_key else [])
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={
+        HTTPException: _http_exception, _BodyError: _body_error, Exception: _internal})
+    app.state.sim = state
     return app
 
 
