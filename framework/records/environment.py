@@ -18,7 +18,7 @@ from typing import Any
 
 # The project's runtime dependencies (pyproject) plus what a real SGLang stack reports.
 PACKAGES = (
-    "framework", "hydra-core", "omegaconf", "pydantic", "pyyaml", "fastapi", "uvicorn", "requests",
+    "framework", "hydra-core", "omegaconf", "pydantic", "pyyaml", "starlette", "uvicorn", "requests",
     "rich", "numpy", "pandas", "scipy", "statsmodels", "matplotlib", "filelock", "psutil",
     "sglang", "torch", "flashinfer-python", "sgl-kernel",
 )
