@@ -366,6 +366,10 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     info = next((r.get("server_info") for r in writer.rows if r["kind"] == "launch" and r.get("server_info")), None)
     env = environment.fingerprint()
     backend = backend_label(ctx.backend, info)
+    lag = sim_relative_lag(writer.rows)
+    if lag is not None and lag > SIM_LAG_WARN:
+        console.print(f"[yellow]warning: the simulator fell {lag:.1%} behind its clock in at least one request; "
+                      f"timings are inflated: lower backend.speedup (now {ctx.backend.speedup:g})[/yellow]")
     env["backend"] = backend
     env["launcher"] = ctx.backend.name
     env["server"] = _server_summary(info)
@@ -401,6 +405,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
             "resumed_from": str(ctx.resume) if ctx.resume else None,
             "launch_attempts": _attempts_summary(writer.rows),
             "amended": amended,
+            "sim_max_relative_lag": lag,
         },
         run_dir=str(ctx.run_dir),
         registration=reg_hash,
@@ -421,6 +426,20 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
             console.print(f"[yellow]report not written: {exc}[/yellow]")
     console.print(f"ledger: {ctx.ledger}  run: {ctx.run_dir}")
     return stored
+
+
+SIM_LAG_WARN = 0.01
+
+
+def sim_relative_lag(rows: list[dict[str, Any]]) -> float | None:
+    """The worst lateness of the sim's chunk hand-offs relative to the request's wall duration."""
+    worst = None
+    for r in rows:
+        lag, e2e, scale = r.get("sim_max_lag_s"), r.get("e2e_s"), r.get("time_scale") or 1.0
+        if r.get("kind") == "request" and lag is not None and e2e:
+            rel = lag / (e2e / scale)
+            worst = rel if worst is None else max(worst, rel)
+    return worst
 
 
 def time_scale_of(backend: BackendSettings, info: dict[str, Any] | None) -> float:

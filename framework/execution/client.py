@@ -142,6 +142,7 @@ def measure_request(
         "time_scale": time_scale,
         "sent_at": sent_at,
         "server_request_id": meta.get("id"),
+        "sim_max_lag_s": meta.get("sim_max_lag_s"),
     }
     row.update(summarize_stream(times, tokens, e2e, time_scale, meta))
     return row

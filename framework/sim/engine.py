@@ -69,6 +69,7 @@ class SimRequest:
     chunks: int = 0
     aborted: bool = False
     finished: bool = False
+    max_lag_s: float = 0.0      # wall seconds the hand-off of a chunk ran past its due time (worst)
 
 
 class Engine:

@@ -235,6 +235,7 @@ async def _chunk_batches(state: ServerState, req: SimRequest, endpoint: str) -> 
                         m.e2e.labels(**m.labels).observe(chunk.e2e_latency)
                         m.num_requests.labels(**m.labels).inc()
                 last_e2e = chunk.e2e_latency
+                req.max_lag_s = max(req.max_lag_s, state.engine.wall() - chunk.t_due_wall)
                 _record_ground_truth(state, req, chunk, endpoint)
             yield batch
             if batch[-1].finished:
@@ -307,6 +308,9 @@ def _meta(state: ServerState, req: SimRequest, chunk: Chunk) -> dict[str, Any]:
         "id": req.rid, "finish_reason": chunk.finish_reason, "prompt_tokens": req.prompt_tokens,
         "completion_tokens": chunk.completion_tokens, "cached_tokens": 0, "e2e_latency": chunk.e2e_latency,
         "sim_speedup": state.args.sim_speedup,
+        # how far behind its own clock the sim handed out this request's chunks (wall s): if this is
+        # not small against the request's duration, the speed-up is more than the machine sustains
+        "sim_max_lag_s": round(req.max_lag_s, 6),
     }
     if state.engine.spec is not None:
         meta["spec_verify_ct"] = chunk.spec_verify_ct
