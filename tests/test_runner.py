@@ -1,0 +1,49 @@
+"""Pure helpers of the run shell: design overrides, resumable launches, failure lines, sim lag."""
+
+import pytest
+
+from framework.runner import (
+    ConfigError, completed_launches, effective_design, failure_line, sim_relative_lag,
+)
+from framework.spec import Design
+
+
+def test_design_overrides_apply_non_null_values_only():
+    d = effective_design(Design(launches=5, alpha=0.05), {"launches": 8, "alpha": None, "sequential": True,
+                                                           "block": 3, "max_launches": None})
+    assert d.launches == 8 and d.alpha == 0.05 and d.sequential.enabled and d.sequential.block == 3
+
+
+def test_bad_design_override_names_the_field():
+    with pytest.raises(ConfigError) as info:
+        effective_design(Design(), {"alpha": 0.7})
+    assert info.value.field == "design.alpha"
+
+
+def test_completed_launches_are_failures_or_fully_measured():
+    rows = [
+        {"kind": "launch", "launch_id": "a", "ok": False},
+        {"kind": "launch", "launch_id": "b", "ok": True},
+        {"kind": "request", "launch_id": "b", "warmup": True},
+        {"kind": "request", "launch_id": "b", "warmup": False},
+        {"kind": "request", "launch_id": "b", "warmup": False},
+        {"kind": "launch", "launch_id": "c", "ok": True},
+        {"kind": "request", "launch_id": "c", "warmup": False},
+    ]
+    assert sorted(completed_launches(rows, requests_n=2)) == ["a", "b"]
+
+
+def test_failure_line_picks_the_error_not_the_traceback_frames():
+    tail = ["Traceback (most recent call last):", '  File "x.py", line 3, in <module>',
+            "RuntimeError: No supported CUDA architectures found for major versions [9, 10]"]
+    assert failure_line("exited with code 1", tail).endswith("No supported CUDA architectures found for major "
+                                                              "versions [9, 10]")
+    assert failure_line("exited with code 1", ["loading..."]) == "exited with code 1"
+
+
+def test_sim_relative_lag_is_the_worst_request():
+    rows = [{"kind": "request", "sim_max_lag_s": 0.001, "e2e_s": 2.0, "time_scale": 20.0},   # 1% of 0.1 s
+            {"kind": "request", "sim_max_lag_s": 0.0005, "e2e_s": 2.0, "time_scale": 20.0},
+            {"kind": "launch"}]
+    assert sim_relative_lag(rows) == pytest.approx(0.01)
+    assert sim_relative_lag([{"kind": "request", "e2e_s": 1.0}]) is None
