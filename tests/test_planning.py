@@ -58,7 +58,7 @@ def test_plan_for_the_seed():
     for r in rows:
         assert r.launches_per_condition >= 2 and r.power >= 0.9
         assert r.total_launches == 4 * r.launches_per_condition
-        per_round = 4 * 120.0 + (3 + 1) * (3.0 + 5.0 + 3.0 + 3.0)
+        per_round = 4 * 120.0 + (h.design.requests + h.design.warmup) * (3.0 + 5.0 + 3.0 + 3.0)
         assert r.expected_wall_s == pytest.approx(r.launches_per_condition * per_round)
     assert planning.launches_for_hypothesis(rows) == max(r.launches_per_condition for r in rows)
 
