@@ -52,30 +52,46 @@ BAD = [
 ]
 
 
+def in_process(monkeypatch, capsys, cwd: Path, *args: str) -> tuple[int, str, str]:
+    """`python -m framework ARGS` in this interpreter (the same `main`), for fast bad-input checks."""
+    from framework.__main__ import main
+
+    monkeypatch.chdir(cwd)
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 @pytest.mark.parametrize("label,edit,field", BAD, ids=[b[0] for b in BAD])
-def test_bad_input_is_one_clear_line_exit_2_and_no_server(workdir, label, edit, field):
-    out = framework("run", *_bad_hypothesis(workdir, edit), cwd=workdir)
-    assert out.returncode == 2, out.stderr
-    assert "Traceback" not in out.stderr + out.stdout
-    lines = [l for l in out.stderr.splitlines() if l.strip()]
+def test_bad_input_is_one_clear_line_exit_2_and_no_server(workdir, monkeypatch, capsys, label, edit, field):
+    code, out, err = in_process(monkeypatch, capsys, workdir, "run", *_bad_hypothesis(workdir, edit))
+    assert code == 2, err
+    assert "Traceback" not in err + out
+    lines = [l for l in err.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "bad.yaml" in lines[0] and f": {field}:" in lines[0], lines
     assert not (workdir / "outputs").exists(), "nothing may start before the input is valid"
 
 
-def test_bad_yaml_and_bad_overrides(workdir):
+@pytest.mark.parametrize("args,fragment", [
+    (["hypothesis=nope"], "no hypothesis 'nope'"),
+    (["hypothesis=eagle3_allreduce", "design.launchs=3"], "design.launchs"),
+    (["hypothesis=eagle3_allreduce", "design.alpha=0.9"], "design.alpha"),
+    (["hypothesis=eagle3_allreduce", "backend=gpu"], "backend"),
+    (["design.launches=3"], "hypothesis"),
+    (["-m", "hypothesis=eagle3_allreduce,nope"], "no hypothesis 'nope'"),
+])
+def test_bad_overrides_are_one_clear_line_exit_2(workdir, monkeypatch, capsys, args, fragment):
+    code, out, err = in_process(monkeypatch, capsys, workdir, "run", *args)
+    assert code == 2 and fragment in err and "Traceback" not in err, (args, err)
+    assert not (workdir / "outputs").exists() and not (workdir / "multirun").exists()
+
+
+def test_bad_yaml_exits_2_without_a_traceback_as_a_process(workdir):
     hyp = workdir / "hyp"
     hyp.mkdir()
     (hyp / "broken.yaml").write_text("name: broken\nfactors: [unclosed\n")
     out = framework("run", "hypothesis=broken", f"paths.hypotheses={hyp}", cwd=workdir)
     assert out.returncode == 2 and "broken.yaml: line" in out.stderr and "Traceback" not in out.stderr
-    for args, fragment in ((["hypothesis=nope"], "no hypothesis 'nope'"),
-                           (["hypothesis=eagle3_allreduce", "design.launchs=3"], "design.launchs"),
-                           (["hypothesis=eagle3_allreduce", "design.alpha=0.9"], "design.alpha"),
-                           (["hypothesis=eagle3_allreduce", "backend=gpu"], "backend"),
-                           (["design.launches=3"], "hypothesis")):
-        out = framework("run", *args, cwd=workdir)
-        assert out.returncode == 2, (args, out.stderr)
-        assert fragment in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
     assert not (workdir / "outputs").exists()
 
 
@@ -139,7 +155,8 @@ def test_cuda13_unblocks_fusion_is_supported_and_shows_the_crash_line(workdir):
 
 
 def test_sequential_run_stops_early_says_why_and_audits_clean(workdir):
-    out = framework("run", "hypothesis=torch_symm_mem", "design.sequential=true", "design.max_launches=10", *FAST,
+    out = framework("run", "hypothesis=torch_symm_mem", "design.sequential=true", "design.max_launches=10",
+                    "design.requests=1", "design.warmup=0", *FAST,
                     cwd=workdir)
     assert out.returncode == 0, out.stderr[-3000:]
     record = ledger_records(workdir / "verdicts.jsonl")[-1]
