@@ -70,16 +70,21 @@ class StreamOptions(_Loose):
     include_usage: bool = False
 
 
-class CompletionRequest(_Loose):
+class _OpenAIRequest(_Loose):
+    """The fields /v1/completions and /v1/chat/completions share."""
+
     model: str | None = None
-    prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: int | None = Field(OPENAI_DEFAULT_MAX_TOKENS, ge=0)
     temperature: float | None = Field(None, ge=0)
     stream: bool = False
     stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None
     ignore_eos: bool = False
     n: int = Field(1, ge=1, le=1)
+
+
+class CompletionRequest(_OpenAIRequest):
+    prompt: str | list[str] | list[int] | list[list[int]]
+    max_tokens: int | None = Field(OPENAI_DEFAULT_MAX_TOKENS, ge=0)
 
 
 class ChatMessage(_Loose):
@@ -87,21 +92,15 @@ class ChatMessage(_Loose):
     content: str | list[dict[str, Any]] | None = None
 
 
-class ChatCompletionRequest(_Loose):
-    model: str | None = None
+class ChatCompletionRequest(_OpenAIRequest):
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(None, ge=0)
     max_completion_tokens: int | None = Field(None, ge=0)
-    temperature: float | None = Field(None, ge=0)
-    stream: bool = False
-    stream_options: StreamOptions | None = None
-    stop: str | list[str] | None = None
-    ignore_eos: bool = False
-    n: int = Field(1, ge=1, le=1)
 
 
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (
-    SamplingParams, GenerateReqInput, StreamOptions, CompletionRequest, ChatMessage, ChatCompletionRequest)
+    SamplingParams, GenerateReqInput, StreamOptions, _OpenAIRequest, CompletionRequest, ChatMessage,
+    ChatCompletionRequest)
 
 
 def build_request_models() -> None:
