@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Literal
 
 import numpy as np
-from scipy import stats
 
 from framework.design import conditions, matching
 from framework.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference

@@ -13,14 +13,12 @@ Order of work for one run:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
 import re
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -301,79 +299,106 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
 # --------------------------------------------------------------------------- the whole run
 
 
+@dataclass
+class Measured:
+    """What the measuring loop leaves: the final analysis and how the run came to stop."""
+
+    analysis: Analysis
+    looks: list[dict[str, Any]]
+    stop_reason: str
+
+
 def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     """Run the experiment for a resolved context; returns the verdict record as stored."""
-    from framework.records import environment, ledger, registration
+    from framework.records import ledger, registration
 
     console = console or make_console()
     install_signal_handlers()
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     started = now_iso()
-    h, d = ctx.hypothesis, ctx.design
-    settings = analysis_settings(d)
+    settings = analysis_settings(ctx.design)
     reg_hash, amended = registration.check_or_amend(ctx.ledger, ctx.hypothesis_path, settings, ctx.allow_amend)
 
-    trials_path = ctx.run_dir / "trials.jsonl"
-    writer = TrialsWriter(trials_path)
-    reused, attempts = _reuse(ctx, writer)
-
-    conds = design_mod.conditions(h)
-    seq = d.sequential
-    max_per_condition = seq.max_launches if seq.enabled else d.launches
-    first_block = min(seq.block, max_per_condition) if seq.enabled else d.launches
-    progress = RunProgress(console, h.name, total_launches=len(conds) * max_per_condition,
-                           requests_per_launch=d.requests + d.warmup, enabled=ctx.progress)
-    looks: list[dict[str, Any]] = []
-    stop_reason = "fixed design: all planned launches done"
-    analysis: Analysis
+    writer = TrialsWriter(ctx.run_dir / "trials.jsonl")
     try:
-        with progress:
-            done_blocks = 0
-            block_size = first_block
-            look = 0
-            while True:
-                plan = design_mod.schedule(h, block_size, d.seed, d.order, first_replicate=done_blocks)
-                for planned in plan:
-                    key = planned.launch_id
-                    if key in reused:
-                        progress.launch_reused(planned.condition)
-                        continue
-                    progress.launch_started(planned.condition, planned.replicate, max_per_condition)
-                    run_launch(ctx, planned, attempts.get(key, 0) + 1, writer, progress)
-                    progress.launch_done()
-                done_blocks += block_size
-                if not seq.enabled:
-                    analysis = analyze(h, writer.rows, alpha=d.alpha, method=d.analysis)
-                    break
-                from framework.analysis import sequential_look
-
-                look += 1
-                max_looks = math.ceil((seq.max_launches - first_block) / seq.block) + 1
-                analysis, stop, reason = sequential_look(
-                    h, writer.rows, look=look, max_looks=max_looks, alpha=d.alpha, method=d.analysis
-                )
-                looks.append({"look": look, "launches_per_condition": done_blocks, "stop": stop, "reason": reason,
-                              "predictions": [p.model_dump(mode="json") for p in analysis.predictions]})
-                progress.note(f"look {look}: {reason}")
-                if stop or done_blocks >= seq.max_launches:
-                    stop_reason = reason if stop else f"reached design.max_launches={seq.max_launches}: {reason}"
-                    progress.finish_early()
-                    break
-                block_size = min(seq.block, seq.max_launches - done_blocks)
+        reused, attempts = _reuse(ctx, writer)
+        measured = measure(ctx, writer, reused, attempts, console)
     finally:
         writer.close()
 
-    info = next((r.get("server_info") for r in writer.rows if r["kind"] == "launch" and r.get("server_info")), None)
-    env = environment.fingerprint()
-    backend = backend_label(ctx.backend, info)
     lag = sim_relative_lag(writer.rows)
     if lag is not None and lag > SIM_LAG_WARN:
         console.print(f"[yellow]warning: the simulator fell {lag:.1%} behind its clock in at least one request; "
                       f"timings are inflated: lower backend.speedup (now {ctx.backend.speedup:g})[/yellow]")
-    env["backend"] = backend
-    env["launcher"] = ctx.backend.name
-    env["server"] = _server_summary(info)
-    record = VerdictRecord(
+    record = build_record(ctx, writer, measured, settings, reg_hash=reg_hash, amended=amended, lag=lag,
+                          started=started)
+    stored = ledger.append(ctx.ledger, record.to_json_dict())
+    (ctx.run_dir / "verdict.json").write_text(json.dumps(stored, indent=2) + "\n", encoding="utf-8")
+    (ctx.run_dir / "summary.md").write_text(summary_markdown(stored), encoding="utf-8")
+    print_noise(console, stored)
+    print_verdict_table(console, stored)
+    if ctx.report:
+        try:
+            from framework.report import write_report
+
+            write_report(ctx.run_dir)
+        except Exception as exc:  # a report is a convenience; the verdict is already safe
+            console.print(f"[yellow]report not written: {exc}[/yellow]")
+    console.print(f"ledger: {ctx.ledger}  run: {ctx.run_dir}")
+    return stored
+
+
+def measure(ctx: RunContext, writer: TrialsWriter, reused: set[str], attempts: dict[str, int],
+            console: Console) -> Measured:
+    """Launch block after block; a fixed design runs all of them, a sequential one looks after each."""
+    from framework.analysis import sequential_look
+
+    h, d = ctx.hypothesis, ctx.design
+    seq = d.sequential
+    max_per_condition = seq.max_launches if seq.enabled else d.launches
+    first_block = min(seq.block, max_per_condition) if seq.enabled else d.launches
+    max_looks = math.ceil((seq.max_launches - first_block) / seq.block) + 1
+    progress = RunProgress(console, h.name, total_launches=len(design_mod.conditions(h)) * max_per_condition,
+                           requests_per_launch=d.requests + d.warmup, enabled=ctx.progress)
+    looks: list[dict[str, Any]] = []
+    done, block_size = 0, first_block
+    with progress:
+        while True:
+            for planned in design_mod.schedule(h, block_size, d.seed, d.order, first_replicate=done):
+                if planned.launch_id in reused:
+                    progress.launch_reused(planned.condition)
+                    continue
+                progress.launch_started(planned.condition, planned.replicate, max_per_condition)
+                run_launch(ctx, planned, attempts.get(planned.launch_id, 0) + 1, writer, progress)
+                progress.launch_done()
+            done += block_size
+            if not seq.enabled:
+                analysis = analyze(h, writer.rows, alpha=d.alpha, method=d.analysis)
+                return Measured(analysis, looks, "fixed design: all planned launches done")
+            analysis, stop, reason = sequential_look(
+                h, writer.rows, look=len(looks) + 1, max_looks=max_looks, alpha=d.alpha, method=d.analysis)
+            looks.append({"look": len(looks) + 1, "launches_per_condition": done, "stop": stop, "reason": reason,
+                          "predictions": [p.model_dump(mode="json") for p in analysis.predictions]})
+            progress.note(f"look {len(looks)}: {reason}")
+            if stop or done >= seq.max_launches:
+                progress.finish_early()
+                final = reason if stop else f"reached design.max_launches={seq.max_launches}: {reason}"
+                return Measured(analysis, looks, final)
+            block_size = min(seq.block, seq.max_launches - done)
+
+
+def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, settings: dict[str, Any], *,
+                 reg_hash: str, amended: bool, lag: float | None, started: str) -> VerdictRecord:
+    """The verdict record (design notes, section 4): everything the verdict depends on, or its hash."""
+    from framework.records import environment
+
+    h, d, analysis = ctx.hypothesis, ctx.design, measured.analysis
+    conds = design_mod.conditions(h)
+    info = next((r.get("server_info") for r in writer.rows if r["kind"] == "launch" and r.get("server_info")), None)
+    backend = backend_label(ctx.backend, info)
+    env = environment.fingerprint()
+    env.update(backend=backend, launcher=ctx.backend.name, server=_server_summary(info))
+    return VerdictRecord(
         hypothesis=HypothesisRef(
             name=h.name, sha256=sha256_file(ctx.hypothesis_path), statement=h.statement.strip(),
             path=str(ctx.hypothesis_path), content=ctx.hypothesis_path.read_text(encoding="utf-8"),
@@ -392,7 +417,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
             )
             for c in analysis.conditions
         ],
-        trials=TrialsRef(path=_relative_to(trials_path, ctx.ledger.resolve().parent), sha256=sha256_file(trials_path),
+        trials=TrialsRef(path=_relative_to(writer.path, ctx.ledger.resolve().parent), sha256=sha256_file(writer.path),
                          rows=len(writer.rows)),
         environment=env,
         config=ctx.config,
@@ -400,7 +425,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
             **settings,
             "design": d.model_dump(mode="json"),
             "details": analysis.details,
-            "stopping": {"sequential": seq.enabled, "looks": looks, "reason": stop_reason,
+            "stopping": {"sequential": d.sequential.enabled, "looks": measured.looks, "reason": measured.stop_reason,
                          "launches_per_condition": _launches_per_condition(writer.rows)},
             "resumed_from": str(ctx.resume) if ctx.resume else None,
             "launch_attempts": _attempts_summary(writer.rows),
@@ -412,20 +437,6 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
         started=started,
         finished=now_iso(),
     )
-    stored = ledger.append(ctx.ledger, record.to_json_dict())
-    (ctx.run_dir / "verdict.json").write_text(json.dumps(stored, indent=2) + "\n", encoding="utf-8")
-    (ctx.run_dir / "summary.md").write_text(summary_markdown(stored), encoding="utf-8")
-    print_noise(console, stored)
-    print_verdict_table(console, stored)
-    if ctx.report:
-        try:
-            from framework.report import write_report
-
-            write_report(ctx.run_dir)
-        except Exception as exc:  # a report is a convenience; the verdict is already safe
-            console.print(f"[yellow]report not written: {exc}[/yellow]")
-    console.print(f"ledger: {ctx.ledger}  run: {ctx.run_dir}")
-    return stored
 
 
 SIM_LAG_WARN = 0.01

@@ -79,7 +79,7 @@ async def _serve(state: ServerState, server: uvicorn.Server, startup_s: float) -
     args, prof = state.args, state.profile
     tp = args.tp_size
     log.info("[TP0] Init torch distributed begin.")
-    log.info(f"[TP0] Init torch distributed ends. mem usage=0.00 GB")
+    log.info("[TP0] Init torch distributed ends. mem usage=0.00 GB")
     log.info("[TP0] Load weight begin. avail mem=94.12 GB")
     failure = model.startup_failure(prof, args)
     if failure is not None:
@@ -99,7 +99,7 @@ async def _serve(state: ServerState, server: uvicorn.Server, startup_s: float) -
     log.info("[TP0] KV Cache is allocated. #tokens: 412352, KV size: 26.93 GB")
     if not args.disable_cuda_graph:
         bs = args.cuda_graph_max_bs or model.DEFAULT_CUDA_GRAPH_MAX_BS
-        log.info(f"[TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=13.47 GB")
+        log.info("[TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=13.47 GB")
         log.info(f"[TP0] Capture cuda graph bs [1, 2, 4, 8, ..., {bs}]")
     await _sleep_until(loop, t_bind + startup_s / args.sim_speedup)
     if not args.disable_cuda_graph:
