@@ -14,7 +14,6 @@ from __future__ import annotations
 import inspect
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -36,6 +35,7 @@ class RecordRow:
     verdict: str | None
     when: str | None
     problems: int = 0
+    backend: str | None = None  # what produced a verdict's data: shown so a sim verdict never passes as real
 
 
 @dataclass
@@ -275,7 +275,7 @@ def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER) -> AuditReport:
             continue
         kind = rec.get("kind")
         row = RecordRow(n, rec.get("hash"), kind, (rec.get("hypothesis") or {}).get("name"), rec.get("verdict"),
-                        rec.get("finished") or rec.get("amended") or rec.get("registered"))
+                        rec.get("finished") or rec.get("amended") or rec.get("registered"), backend=rec.get("backend"))
         if kind in ("registration", "amendment") and isinstance(rec.get("hash"), str):
             registrations[rec["hash"]] = rec
         elif kind == "verdict":
@@ -338,6 +338,7 @@ class HistoryRow:
     flip: bool
     flipped: list[str]  # prediction ids (or "hypothesis") whose verdict changed
     note: str = ""
+    backend: str | None = None
 
 
 def history_rows(records: Iterable[tuple[int, dict[str, Any]]], name: str) -> list[HistoryRow]:
@@ -375,7 +376,7 @@ def history_rows(records: Iterable[tuple[int, dict[str, Any]]], name: str) -> li
         rows.append(HistoryRow(n, rec.get("hash", ""), "verdict", rec.get("finished") or rec.get("started"),
                                rec.get("verdict"), preds, changed, bool(flipped), flipped,
                                ", ".join(f"{k}={v}" for k, v in env.items() if v and k != "server_args")
-                               if prev_env is None else ""))
+                               if prev_env is None else "", backend=rec.get("backend")))
         prev_env, prev_verdict = env, rec
     return rows
 
@@ -388,16 +389,19 @@ def history(ledger_path: str | Path, name: str) -> list[HistoryRow]:
 
 
 def _console() -> Any:
-    from rich.console import Console
+    from framework.progress import make_console
 
-    return Console(width=max(120, int(os.environ.get("COLUMNS", "0") or 0)), highlight=False)
+    return make_console()
 
 
-_STYLE = {"supported": "green", "refuted": "red", "inconclusive": "yellow"}
+def _style(verdict: str) -> str:
+    from framework.progress import VERDICT_STYLE
+
+    return VERDICT_STYLE.get(verdict, "white")
 
 
 def _v(verdict: str | None) -> str:
-    return f"[{_STYLE.get(verdict or '', 'white')}]{verdict}[/]" if verdict else ""
+    return f"[{_style(verdict)}]{verdict}[/]" if verdict else ""
 
 
 def cmd_audit(ledger: str = "verdicts.jsonl") -> int:
@@ -415,12 +419,12 @@ def cmd_audit(ledger: str = "verdicts.jsonl") -> int:
         console.print(f"[red]error:[/] cannot read ledger {escape(ledger)}: {escape(str(exc))}")
         return 2
     table = Table(title=f"Ledger {escape(report.ledger)}: {len(report.records)} records")
-    for col in ("line", "hash", "kind", "hypothesis", "verdict", "when", "status"):
+    for col in ("line", "hash", "kind", "hypothesis", "verdict", "backend", "when", "status"):
         table.add_column(col, overflow="fold")
     for r in report.records:
         status = "[green]ok[/]" if r.problems == 0 else f"[red]{r.problems} problem(s)[/]"
         table.add_row(str(r.line), (r.hash or "")[:12], r.kind or "?", escape(r.hypothesis or ""), _v(r.verdict),
-                      r.when or "", status)
+                      r.backend or "", r.when or "", status)
     console.print(table)
     count, last = report.head
     console.print(f"head: {count} lines, last hash {last or '-'} (note it elsewhere to detect a rewritten tail)")
@@ -458,6 +462,8 @@ def cmd_history(ledger: str, name: str) -> int:
         changed = "; ".join(f"{k}: {escape(str(a))} -> {escape(str(b))}" for k, (a, b) in r.changed.items())
         what = escape(r.note) if r.note else changed
         verdict = _v(r.verdict) + (f" [bold red]FLIP[/] ({', '.join(r.flipped)})" if r.flip else "")
+        if r.backend:
+            verdict += f" ({r.backend})"
         table.add_row(str(r.line), r.hash[:12], r.when or "", r.kind, verdict, preds, what)
     console.print(table)
     flips = sum(1 for r in rows if r.flip)
