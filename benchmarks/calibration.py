@@ -218,12 +218,18 @@ def _fmt(p: float, se: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global MAX_LAUNCHES, MAX_LOOKS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="few simulations: a smoke run, wide MC errors")
     ap.add_argument("--sims", type=int, default=None,
                     help="simulations per null scenario (default 800, quick 100); power scenarios get a quarter")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--max-launches", type=int, default=None,
+                    help=f"cap of the sequential design (default {MAX_LAUNCHES}); e.g. the fixed n of a plan")
     args = ap.parse_args(argv)
+    if args.max_launches:  # workers are forked after this, so they see the new cap
+        MAX_LAUNCHES = args.max_launches
+        MAX_LOOKS = math.ceil((MAX_LAUNCHES - BLOCK) / BLOCK) + 1
     n_sims = args.sims or (100 if args.quick else 800)
     n_power = max(50, n_sims // 4)
     n_seed = n_sims
