@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from framework import design as design_mod
@@ -129,13 +130,13 @@ def print_plan(console: Console, h: Hypothesis, rows: list[PlanRow], power: floa
     for col in ("prediction", "kind", "assumed ratio", "to be", "launches/condition", "total launches", "wall time"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r.prediction, r.kind, "-" if r.assumed_effect is None else f"{r.assumed_effect:.3f}",
+        table.add_row(escape(r.prediction), r.kind, "-" if r.assumed_effect is None else f"{r.assumed_effect:.3f}",
                       r.target or "-", str(r.launches_per_condition or "-"), str(r.total_launches or "-"),
                       _duration(r.expected_wall_s))
     console.print(table)
     for r in rows:
         if r.note:
-            console.print(f"  {r.prediction}: {r.note}", highlight=False)
+            console.print(escape(f"  {r.prediction}: {r.note}"), highlight=False)
     n = launches_for_hypothesis(rows)
     console.print(f"whole hypothesis: {n if n is not None else 'not reachable'} launches per condition "
                   f"(design.launches={n})" if n else "whole hypothesis: see the notes above", highlight=False)

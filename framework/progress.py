@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -48,7 +49,7 @@ class RunProgress:
         self.progress.__exit__(*exc)  # type: ignore[arg-type]
 
     def launch_started(self, cond: Condition, replicate: int, of: int) -> None:
-        self._label = f"{cond.label()} · launch {replicate + 1}/{of}"
+        self._label = escape(f"{cond.label()} · launch {replicate + 1}/{of}")
         self._requests = 0
         self.progress.update(self.task, detail=f"{self._label} · starting")
         if not self.enabled:
@@ -63,15 +64,17 @@ class RunProgress:
         self.progress.advance(self.task)
 
     def launch_failed(self, cond: Condition, message: str) -> None:
-        self.console.print(f"[yellow]{cond.label()}: launch failed: {message}[/yellow]", highlight=False)
+        self.console.print(f"[yellow]{escape(cond.label())}: launch failed: {escape(message)}[/yellow]",
+                           highlight=False)
 
     def launch_reused(self, cond: Condition) -> None:
         self.progress.advance(self.task)
         if not self.enabled:
-            self.console.print(f"{self.name}: {cond.label()} · reused from the interrupted run", highlight=False)
+            self.console.print(escape(f"{self.name}: {cond.label()} · reused from the interrupted run"),
+                               highlight=False)
 
     def note(self, text: str) -> None:
-        self.console.print(text, highlight=False)
+        self.console.print(escape(text), highlight=False)
 
     def finish_early(self) -> None:
         task = self.progress.tasks[0]
@@ -88,28 +91,29 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
     verdict = record["verdict"]
     style = VERDICT_STYLE[verdict]
     metric = next((c["metric"].get("name") for c in record["conditions"] if c.get("metric")), "")
-    conds = Table(title=f"{h['name']} — conditions (backend: {record['backend']})", title_justify="left")
+    name = escape(h["name"])
+    conds = Table(title=f"{name} — conditions (backend: {record['backend']})", title_justify="left")
     for col in ("condition", "launches ok", "failed", f"mean {metric}"):
         conds.add_column(col, no_wrap=col != "condition")
     for c in record["conditions"]:
         mean = c["metric"].get("mean")
         no_data = c["launches"].get("without_data", 0)
         failed = str(c["launches"]["failed"]) + (f" (+{no_data} served nothing)" if no_data else "")
-        conds.add_row(", ".join(f"{k}={v}" for k, v in c["levels"].items()), str(c["launches"]["ok"]),
+        conds.add_row(escape(", ".join(f"{k}={v}" for k, v in c["levels"].items())), str(c["launches"]["ok"]),
                       failed, _fmt(mean, ".4g"))
     console.print(conds)
-    table = Table(title=f"{h['name']} — backend: {record['backend']} — [{style}]{verdict}[/{style}]",
+    table = Table(title=f"{name} — backend: {record['backend']} — [{style}]{verdict}[/{style}]",
                   title_justify="left")
     for col in ("prediction", "kind", "estimate", "interval", "p", "verdict"):
         table.add_column(col, no_wrap=col != "prediction", overflow="fold")
     for p in record["predictions"]:
         ci = f"[{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]" if p.get("ci") else "-"
         pstyle = VERDICT_STYLE[p["verdict"]]
-        table.add_row(p["id"], p["kind"], _fmt(p.get("estimate")), ci, _fmt(p.get("p_value"), ".2g"),
+        table.add_row(escape(p["id"]), p["kind"], _fmt(p.get("estimate")), escape(ci), _fmt(p.get("p_value"), ".2g"),
                       f"[{pstyle}]{p['verdict']}[/{pstyle}]")
     console.print(table)
     for p in record["predictions"]:
-        console.print(f"  {p['id']}: {p['reason']}", highlight=False)
+        console.print(escape(f"  {p['id']}: {p['reason']}"), highlight=False)
 
 
 def print_noise(console: Console, record: dict[str, Any]) -> None:
@@ -131,7 +135,7 @@ def print_noise(console: Console, record: dict[str, Any]) -> None:
             continue
         m_star = optimal_requests(comp["var_between"], comp["var_within"], c_launch, c_request)
         m_text = "more (no launch noise seen)" if m_star == float("inf") else str(max(1, int(-(-m_star // 1))))
-        table.add_row(", ".join(f"{k}={v}" for k, v in cond["levels"].items()), f"{comp['sd_between']:.2%}",
+        table.add_row(escape(", ".join(f"{k}={v}" for k, v in cond["levels"].items())), f"{comp['sd_between']:.2%}",
                       f"{comp['sd_within']:.2%}", f"{comp['icc']:.2f}", f"{comp['design_effect']:.2f}", m_text)
     console.print(table)
     console.print("  m* = sqrt((c_launch / c_request) * (s_within^2 / s_between^2)): more requests per launch pay "

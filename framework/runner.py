@@ -28,6 +28,7 @@ import requests
 from omegaconf import DictConfig, OmegaConf
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from framework import design as design_mod
 from framework.analysis import Analysis, analyze
@@ -343,8 +344,8 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
 
             write_report(ctx.run_dir)
         except Exception as exc:  # a report is a convenience; the verdict is already safe
-            console.print(f"[yellow]report not written: {exc}[/yellow]")
-    console.print(f"ledger: {ctx.ledger}  run: {ctx.run_dir}")
+            console.print(f"[yellow]report not written: {escape(str(exc))}[/yellow]")
+    console.print(escape(f"ledger: {ctx.ledger}  run: {ctx.run_dir}"), highlight=False)
     return stored
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.console import Console
+from rich.markup import escape
+
+from framework.progress import make_console
 
 from framework.runner import find_file, project_root
 from framework.spec import SpecError, load_experiment, load_hypothesis
@@ -35,15 +37,15 @@ def check_file(path: Path) -> str | None:
 
 
 def validate_all(args: list[str]) -> int:
-    console = Console(stderr=False, highlight=False)
+    console = make_console()
     files = [Path(a) for a in args] or _default_files()
     problems = 0
     for path in files:
         problem = check_file(path)
         if problem is None:
-            console.print(f"[green]ok[/green]     {path}")
+            console.print(f"[green]ok[/green]     {path}", soft_wrap=True, highlight=False)
         else:
             problems += 1
-            console.print(f"[red]error[/red]  {problem}")
+            console.print(f"[red]error[/red]  {escape(problem)}", soft_wrap=True, highlight=False)
     console.print(f"{len(files)} file(s) checked, {problems} with problems")
     return 2 if problems else 0

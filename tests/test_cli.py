@@ -186,3 +186,19 @@ def test_cuda13_hypothesis_registered_refused_when_changed_then_amended_and_supp
     history = framework("audit", "history", "hypothesis=cuda13_unblocks_fusion", cwd=workdir)
     assert history.returncode == 0 and "amend" in history.stdout.lower(), history.stdout
     assert framework("audit", cwd=workdir).returncode == 0
+
+
+def test_validate_schema_report_and_audit_entry_points(workdir, monkeypatch, capsys):
+    bad = workdir / "hypotheses" / "bad.yaml"
+    bad.parent.mkdir()
+    bad.write_text("name: bad\n")
+    code, out, _ = in_process(monkeypatch, capsys, workdir, "validate", str(bad))
+    assert code == 2 and "bad.yaml" in out and "1 with problems" in out
+    code, out, _ = in_process(monkeypatch, capsys, workdir, "schema")
+    assert code == 0 and "framework.verdict/1" in out
+    code, out, err = in_process(monkeypatch, capsys, workdir, "report", str(workdir / "nothing-here"))
+    assert code == 2
+    code, out, err = in_process(monkeypatch, capsys, workdir, "audit", f"ledger={workdir / 'missing.jsonl'}")
+    assert code == 2
+    code, out, err = in_process(monkeypatch, capsys, workdir, "audit", "history")
+    assert code == 2 and "hypothesis=NAME" in err
