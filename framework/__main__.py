@@ -120,7 +120,6 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    from framework.spec import SpecError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -133,16 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[command](rest)
-    except SpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     except Exception as exc:
-        from framework.records.ledger import LedgerError
-        from framework.records.registration import RegistrationChanged
+        from framework.app import report_error, user_errors
 
-        if isinstance(exc, (RegistrationChanged, LedgerError)):
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        if isinstance(exc, user_errors()):
+            return report_error(exc)
         raise
     except KeyboardInterrupt:
         print("interrupted: servers stopped; resume with resume=RUN_DIR", file=sys.stderr)

@@ -23,7 +23,15 @@ CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 EXIT_BAD_INPUT = 2
 
 
-def report_error(exc: SpecError) -> int:
+def user_errors() -> tuple[type[Exception], ...]:
+    """Exceptions that mean the input (files, command line, ledger state) is wrong, not the program."""
+    from framework.records.ledger import LedgerError
+    from framework.records.registration import RegistrationChanged
+
+    return (SpecError, RegistrationChanged, LedgerError)
+
+
+def report_error(exc: Exception) -> int:
     print(f"error: {exc}", file=sys.stderr)
     return EXIT_BAD_INPUT
 
@@ -88,8 +96,6 @@ def precheck(overrides: list[str]) -> None:
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
 def hydra_run(cfg: DictConfig) -> Any:
-    from framework.records.ledger import LedgerError
-    from framework.records.registration import RegistrationChanged
     from framework.runner import resolve, run
 
     runtime = HydraConfig.get().runtime
@@ -97,9 +103,6 @@ def hydra_run(cfg: DictConfig) -> Any:
     try:
         ctx = resolve(cfg, run_dir, Path(runtime.cwd))
         record = run(ctx)
-    except SpecError as exc:
+    except user_errors() as exc:
         sys.exit(report_error(exc))
-    except (RegistrationChanged, LedgerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
     return record["verdict"]

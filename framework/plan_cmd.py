@@ -9,11 +9,8 @@ profile's start-up time). The printout says which.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 from omegaconf import OmegaConf
 from rich.console import Console
 from rich.markup import escape
@@ -27,29 +24,9 @@ from framework.spec import Experiment, Hypothesis
 PLAN_KEYS = ("pilot", "power")
 
 
-def simulated_request_log_sd(profile: Any, flags: list[str], output_tokens: int, n: int = 300, seed: int = 0) -> float:
-    """Per-request sd of log decode tok/s under the sim's noise model (Monte Carlo, deterministic)."""
-    from framework.sim import model
-
-    args = model.resolve_args(flags)
-    spec = model.spec_config(profile, args)
-    step_s = model.decode_step(profile, args, 1).total_us / 1e6
-    rng = np.random.default_rng(seed)
-    logs = []
-    for _ in range(n):
-        req = model.draw_request(profile, args, args.sim_noise_scale, rng)
-        done, t, i = 1, 0.0, 0
-        while done < output_tokens:
-            done += model.tokens_for_step(spec, req, args.sim_noise_scale, i, output_tokens - done, rng)
-            t += step_s * req.time_factor * model.draw_step_factor(profile, args.sim_noise_scale, rng)
-            i += 1
-        logs.append(math.log((output_tokens - 1) / t))
-    return float(np.std(logs, ddof=1))
-
-
 def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests: int, warmup: int,
                       alpha: float) -> tuple[list[PlanRow], str]:
-    from framework.sim.model import expected_metrics
+    from framework.sim.model import expected_metrics, request_log_sd
     from framework.sim.profile import load_profile
 
     means: dict[int, float] = {}
@@ -71,7 +48,7 @@ def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests:
             means[cond.index] = float(value)
         sd_launch = max(sd_launch, float(m["launch_log_sd"]))
         slow_prob, slow_factor = float(m["slow_launch_prob"]), float(m["slow_launch_factor"])
-        sd_req[cond.index] = (simulated_request_log_sd(profile, flags, w.output_tokens)
+        sd_req[cond.index] = (request_log_sd(profile, flags, w.output_tokens)
                               if h.metric == "decode_tok_s" else float(m["request_log_sd"]))
         launch_cost[cond.index] = float(profile.startup_s)
         request_cost[cond.index] = float(m["e2e_s"])

@@ -8,6 +8,7 @@ multiplied wall durations by the scale, and keeps the scale on every row.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -72,8 +73,6 @@ class TrialsFileError(ValueError):
 
 def read_trials(path: str | Path) -> list[dict]:
     """The rows of a trials file. A cut last line (a crash mid-write) is dropped; damage elsewhere raises."""
-    import json
-
     lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
     rows = []
     for number, line in enumerate(lines, start=1):
@@ -88,8 +87,6 @@ def read_trials(path: str | Path) -> list[dict]:
 
 def read_json_object(path: str | Path) -> dict | None:
     """A JSON object from a file, or None when it is missing, unreadable or not an object."""
-    import json
-
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):

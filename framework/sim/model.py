@@ -303,6 +303,32 @@ def resolve_args(server_flags: Iterable[str]) -> SimServerArgs:
     return parse_server_args(list(server_flags), require_model_path=False)
 
 
+def request_log_sd(profile: Profile, server_flags: list[str], output_tokens: int, n: int = 300,
+                   seed: int = 0) -> float:
+    """Per-request sd of log decode tok/s under the noise model (Monte Carlo of single streams; deterministic).
+
+    Within-launch noise for planning: request jitter, per-step jitter and, with speculative decoding,
+    the per-request accept length and the per-step accepted tokens, exactly as the engine draws them.
+    """
+    import numpy as np
+
+    args = resolve_args(server_flags)
+    spec = spec_config(profile, args)
+    step_s = decode_step(profile, args, 1).total_us / 1e6
+    scale = args.sim_noise_scale
+    rng = np.random.default_rng(seed)
+    logs = []
+    for _ in range(n):
+        req = draw_request(profile, args, scale, rng)
+        done, t, i = 1, 0.0, 0
+        while done < output_tokens:
+            done += tokens_for_step(spec, req, scale, i, output_tokens - done, rng)
+            t += step_s * req.time_factor * draw_step_factor(profile, scale, rng)
+            i += 1
+        logs.append(math.log((output_tokens - 1) / t))
+    return float(np.std(logs, ddof=1))
+
+
 def single_stream_schedule(profile: Profile, args: SimServerArgs, prompt_tokens: int,
                            output_tokens: int) -> list[tuple[float, int]]:
     """Noise-free (model time in s from arrival, tokens) of every chunk of one request alone on the server."""

@@ -150,3 +150,16 @@ def test_spec_defaults_follow_sglang():
     s5 = model.spec_config(p, parse_server_args(["--model-path", "m", "--speculative-algorithm", "EAGLE",
                                                  "--speculative-num-steps", "5"]))
     assert s5.num_draft_tokens == 6 and model.profile_accept_mean(p, s5) > 2.35
+
+
+def test_request_log_sd_is_larger_for_eagle3_and_zero_without_noise():
+    from framework.sim.model import request_log_sd
+    from framework.sim.profile import load_profile
+
+    prof = load_profile("rtx_pro_6000_tp8")
+    eagle = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+             "--speculative-num-draft-tokens", "4"]
+    plain = request_log_sd(prof, [], 256, n=100)
+    spec = request_log_sd(prof, eagle, 256, n=100)
+    assert 0 < plain < 0.02 and spec > 3 * plain
+    assert request_log_sd(prof, eagle + ["--sim-noise-scale", "0"], 256, n=20) < 1e-12
