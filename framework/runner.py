@@ -111,7 +111,11 @@ def load_pair(cfg: DictConfig | dict[str, Any]) -> tuple[Hypothesis, Path, Exper
 
 
 def effective_design(base: Design, overrides: dict[str, Any]) -> Design:
-    """The hypothesis's design with the command line's non-null `design.*` values on top."""
+    """The hypothesis's design with the command line's non-null `design.*` values on top.
+
+    A sequential design without `max_launches` gets the textbook cap derived from `launches`
+    (docs/statistics.md, "The cap"), so the record always states the cap the run used.
+    """
     data = base.model_dump()
     seq = dict(data["sequential"])
     for key, value in overrides.items():
@@ -125,11 +129,17 @@ def effective_design(base: Design, overrides: dict[str, Any]) -> Design:
             data[key] = value
     data["sequential"] = seq
     try:
-        return Design.model_validate(data)
+        d = Design.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         raise ConfigError("command line", f"design.{loc}", f"{err['msg']} (got {err.get('input')!r})") from None
+    if d.sequential.enabled and d.sequential.max_launches is None:
+        from framework.stats.sequential import sequential_cap
+
+        cap = sequential_cap(d.launches, d.sequential.block, d.alpha)
+        d = d.model_copy(update={"sequential": d.sequential.model_copy(update={"max_launches": cap})})
+    return d
 
 
 def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunContext:
@@ -356,9 +366,9 @@ def measure(ctx: RunContext, writer: TrialsWriter, reused: set[str], attempts: d
 
     h, d = ctx.hypothesis, ctx.design
     seq = d.sequential
-    max_per_condition = seq.max_launches if seq.enabled else d.launches
+    max_per_condition = (seq.max_launches or d.launches) if seq.enabled else d.launches
     first_block = min(seq.block, max_per_condition) if seq.enabled else d.launches
-    max_looks = math.ceil((seq.max_launches - first_block) / seq.block) + 1
+    max_looks = math.ceil((max_per_condition - first_block) / seq.block) + 1
     progress = RunProgress(console, h.name, total_launches=len(design_mod.conditions(h)) * max_per_condition,
                            requests_per_launch=d.requests + d.warmup, enabled=ctx.progress)
     looks: list[dict[str, Any]] = []
@@ -381,11 +391,11 @@ def measure(ctx: RunContext, writer: TrialsWriter, reused: set[str], attempts: d
             looks.append({"look": len(looks) + 1, "launches_per_condition": done, "stop": stop, "reason": reason,
                           "predictions": [p.model_dump(mode="json") for p in analysis.predictions]})
             progress.note(f"look {len(looks)}: {reason}")
-            if stop or done >= seq.max_launches:
+            if stop or done >= max_per_condition:
                 progress.finish_early()
-                final = reason if stop else f"reached design.max_launches={seq.max_launches}: {reason}"
+                final = reason if stop else f"reached design.max_launches={max_per_condition}: {reason}"
                 return Measured(analysis, looks, final)
-            block_size = min(seq.block, seq.max_launches - done)
+            block_size = min(seq.block, max_per_condition - done)
 
 
 def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, settings: dict[str, Any], *,

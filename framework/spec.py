@@ -181,11 +181,16 @@ PREDICTION_KINDS = ("equivalent", "increase", "decrease", "interaction", "launch
 
 
 class Sequential(_Strict):
-    """Sequential stopping: add launches in blocks and stop once every prediction is decided."""
+    """Sequential stopping: add launches in blocks and stop once every prediction is decided.
+
+    `max_launches` left out: the design's `launches` times the group-sequential inflation factor,
+    rounded up to whole blocks (framework.stats.sequential.sequential_cap), so the sequential run
+    keeps the power the fixed design was planned for.
+    """
 
     enabled: bool = False
     block: int = Field(2, ge=1, le=100)
-    max_launches: int = Field(20, ge=2, le=1000)
+    max_launches: int | None = Field(None, ge=2, le=1000)
 
 
 class Design(_Strict):

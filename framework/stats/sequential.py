@@ -100,3 +100,71 @@ def nominal_alpha(look: int, max_looks: int, alpha: float, kind: str = "obf") ->
     """The one-sided level each test uses at `look` (1-based); looks past the last use the last."""
     k = min(max(look, 1), max_looks)
     return float(special.ndtr(-boundaries(float(alpha), int(max_looks), kind)[k - 1]))
+
+
+def _pdf(x: np.ndarray) -> np.ndarray:
+    return np.exp(-0.5 * x * x) * (1.0 / math.sqrt(2.0 * math.pi))
+
+
+@lru_cache(maxsize=256)
+def crossing_probability(alpha: float, max_looks: int, drift: float, kind: str = "obf", grid: int = 801) -> float:
+    """P(the one-sided test crosses its boundary at some look) when Z at full information has mean `drift`.
+
+    The score process is S(t) = W(t) + drift * t and look k rejects when S(t_k) >= z_k * sqrt(t_k);
+    the same recursive integration as `boundaries`, with the drift in each increment. At drift 0
+    this is the alpha spent in total (= alpha); at the fixed design's drift z_{1-a} + z_{power}
+    it is the sequential design's power with the fixed design's sample size.
+    """
+    zs = boundaries(float(alpha), int(max_looks), kind, grid)
+    ts = [k / max_looks for k in range(1, max_looks + 1)]
+    lower = -10.0
+    c = zs[0] * math.sqrt(ts[0])
+    crossed = float(special.ndtr((drift * ts[0] - c) / math.sqrt(ts[0])))
+    w = np.linspace(lower, c, grid)
+    dens = _pdf((w - drift * ts[0]) / math.sqrt(ts[0])) / math.sqrt(ts[0])
+    for k in range(1, max_looks):
+        dt = ts[k] - ts[k - 1]
+        sd = math.sqrt(dt)
+        weights = np.full(grid, w[1] - w[0])
+        weights[0] *= 0.5
+        weights[-1] *= 0.5
+        mass = dens * weights
+        ck = zs[k] * math.sqrt(ts[k])
+        crossed += float(np.sum(mass * special.ndtr((w + drift * dt - ck) / sd)))
+        new_w = np.linspace(lower, ck, grid)
+        dens = _pdf((new_w[:, None] - w[None, :] - drift * dt) / sd) @ mass / sd
+        w = new_w
+    return crossed
+
+
+@lru_cache(maxsize=256)
+def inflation_factor(alpha: float, max_looks: int, power: float = 0.9, kind: str = "obf") -> float:
+    """R = N_max / n_fixed: how much larger the sequential design's cap must be to keep the fixed design's power.
+
+    The fixed design with n_fixed has drift d_f = z_{1-alpha} + z_{power}; the group-sequential test
+    reaches `power` at the drift d_s solving crossing_probability(d_s) = power, and drift grows with
+    the square root of the sample size, so R = (d_s / d_f)^2 (Jennison & Turnbull 2000, ch. 2 and 7;
+    about 1.02-1.03 for O'Brien-Fleming-type spending over 2-10 looks, 1.1-1.2 for Pocock-type).
+    """
+    if max_looks <= 1:
+        return 1.0
+    d_f = float(stats.norm.isf(alpha) + stats.norm.ppf(power))
+    d_s = optimize.brentq(lambda d: crossing_probability(alpha, max_looks, d, kind) - power, d_f, 2 * d_f,
+                          xtol=1e-7)
+    return float((d_s / d_f) ** 2)
+
+
+def sequential_cap(fixed_launches: int, block: int, alpha: float, power: float = 0.9, kind: str = "obf") -> int:
+    """The default cap of a sequential run: the fixed design's launches times the inflation factor.
+
+    The smallest whole number of blocks N with N >= R(K) * fixed_launches, K = N / block looks, so the
+    sequential run has (at least) the power the fixed design was planned for, and looks at equally
+    spaced information fractions, as the boundaries assume. Textbook group-sequential sizing
+    (Jennison & Turnbull 2000, ch. 2): the cap follows from the fixed design, not from the data.
+    """
+    if fixed_launches < 1 or block < 1:
+        raise ValueError("fixed_launches and block must be >= 1")
+    n = block * math.ceil(fixed_launches / block)  # R >= 1: no smaller cap can do
+    while n < inflation_factor(float(alpha), n // block, power, kind) * fixed_launches - 1e-9:
+        n += block
+    return n
