@@ -14,6 +14,13 @@ def test_design_overrides_apply_non_null_values_only():
     assert d.launches == 8 and d.alpha == 0.05 and d.sequential.enabled and d.sequential.block == 3
 
 
+def test_sequential_cap_is_derived_from_the_fixed_design_unless_given():
+    d = effective_design(Design(launches=9), {"sequential": True})
+    assert d.sequential.max_launches == 10  # 9 x 1.033 (5 looks of 2), in whole blocks
+    assert effective_design(Design(launches=9), {"sequential": True, "max_launches": 20}).sequential.max_launches == 20
+    assert effective_design(Design(launches=9), {}).sequential.max_launches is None  # a fixed run has no cap
+
+
 def test_bad_design_override_names_the_field():
     with pytest.raises(ConfigError) as info:
         effective_design(Design(), {"alpha": 0.7})

@@ -43,6 +43,27 @@ def spend(t: float, alpha: float, kind: str = "obf") -> float:
 
 
 _Z_MAX = 38.0  # boundaries above this mean "no alpha spent here"
+_LOWER = -10.0  # the continuation region's lower end for W(t): the mass below it is negligible
+
+
+def _pdf(x: np.ndarray) -> np.ndarray:
+    return np.exp(-0.5 * x * x) * (1.0 / math.sqrt(2.0 * math.pi))
+
+
+def _trapezoid_mass(w: np.ndarray, dens: np.ndarray) -> np.ndarray:
+    """Probability mass of each grid point of a sub-density (trapezoid rule)."""
+    weights = np.full(len(w), w[1] - w[0])
+    weights[0] *= 0.5
+    weights[-1] *= 0.5
+    return dens * weights
+
+
+def _propagate(w: np.ndarray, mass: np.ndarray, c_next: float, dt: float, drift: float,
+               grid: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sub-density of W at the next look on (_LOWER, c_next), from the mass that did not cross before."""
+    sd = math.sqrt(dt)
+    new_w = np.linspace(_LOWER, c_next, grid)
+    return new_w, _pdf((new_w[:, None] - w[None, :] - drift * dt) / sd) @ mass / sd
 
 
 @lru_cache(maxsize=256)
@@ -63,24 +84,19 @@ def boundaries(alpha: float, max_looks: int, kind: str = "obf", grid: int = 801)
     if max_looks == 1:
         return tuple(zs)
     # sub-density of W(t_1) on the continuation region (-L, c_1), on a grid
-    lower = -10.0
-    c = zs[0] * math.sqrt(ts[0])
-    w = np.linspace(lower, c, grid)
-    dens = stats.norm.pdf(w, scale=math.sqrt(ts[0]))
+    w = np.linspace(_LOWER, zs[0] * math.sqrt(ts[0]), grid)
+    dens = _pdf(w / math.sqrt(ts[0])) / math.sqrt(ts[0])
     for k in range(1, max_looks):
         dt = ts[k] - ts[k - 1]
         sd = math.sqrt(dt)
-        weights = np.full(grid, (w[1] - w[0]))
-        weights[0] *= 0.5
-        weights[-1] *= 0.5
-        mass = dens * weights
+        mass = _trapezoid_mass(w, dens)
         target = cum[k] - cum[k - 1]
         if target <= 1e-300:
             zk = _Z_MAX
         else:
             def cross(z: float) -> float:
                 ck = z * math.sqrt(ts[k])
-                return float(np.sum(mass * stats.norm.sf((ck - w) / sd))) - target
+                return float(np.sum(mass * special.ndtr((w - ck) / sd))) - target
 
             if cross(_Z_MAX) > 0:
                 zk = _Z_MAX
@@ -89,10 +105,7 @@ def boundaries(alpha: float, max_looks: int, kind: str = "obf", grid: int = 801)
             else:
                 zk = float(optimize.brentq(cross, -10.0, _Z_MAX, xtol=1e-10))
         zs.append(min(zk, _Z_MAX))
-        ck = zs[-1] * math.sqrt(ts[k])
-        new_w = np.linspace(lower, ck, grid)
-        dens = (mass[None, :] * stats.norm.pdf((new_w[:, None] - w[None, :]) / sd) / sd).sum(axis=1)
-        w = new_w
+        w, dens = _propagate(w, mass, zs[-1] * math.sqrt(ts[k]), dt, 0.0, grid)
     return tuple(zs)
 
 
@@ -100,10 +113,6 @@ def nominal_alpha(look: int, max_looks: int, alpha: float, kind: str = "obf") ->
     """The one-sided level each test uses at `look` (1-based); looks past the last use the last."""
     k = min(max(look, 1), max_looks)
     return float(special.ndtr(-boundaries(float(alpha), int(max_looks), kind)[k - 1]))
-
-
-def _pdf(x: np.ndarray) -> np.ndarray:
-    return np.exp(-0.5 * x * x) * (1.0 / math.sqrt(2.0 * math.pi))
 
 
 @lru_cache(maxsize=256)
@@ -117,23 +126,16 @@ def crossing_probability(alpha: float, max_looks: int, drift: float, kind: str =
     """
     zs = boundaries(float(alpha), int(max_looks), kind, grid)
     ts = [k / max_looks for k in range(1, max_looks + 1)]
-    lower = -10.0
     c = zs[0] * math.sqrt(ts[0])
     crossed = float(special.ndtr((drift * ts[0] - c) / math.sqrt(ts[0])))
-    w = np.linspace(lower, c, grid)
+    w = np.linspace(_LOWER, c, grid)
     dens = _pdf((w - drift * ts[0]) / math.sqrt(ts[0])) / math.sqrt(ts[0])
     for k in range(1, max_looks):
         dt = ts[k] - ts[k - 1]
-        sd = math.sqrt(dt)
-        weights = np.full(grid, w[1] - w[0])
-        weights[0] *= 0.5
-        weights[-1] *= 0.5
-        mass = dens * weights
+        mass = _trapezoid_mass(w, dens)
         ck = zs[k] * math.sqrt(ts[k])
-        crossed += float(np.sum(mass * special.ndtr((w + drift * dt - ck) / sd)))
-        new_w = np.linspace(lower, ck, grid)
-        dens = _pdf((new_w[:, None] - w[None, :] - drift * dt) / sd) @ mass / sd
-        w = new_w
+        crossed += float(np.sum(mass * special.ndtr((w + drift * dt - ck) / math.sqrt(dt))))
+        w, dens = _propagate(w, mass, ck, dt, drift, grid)
     return crossed
 
 
