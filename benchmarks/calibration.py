@@ -93,7 +93,7 @@ SEED_PREDICTIONS = [
      "where": {"decoding": "baseline"}, "margin": 0.03},
     {"id": "helps_eagle3", "kind": "increase", "factor": "fusion", "level": "on",
      "where": {"decoding": "eagle3"}, "min_effect": 0.10},
-    {"id": "helps_eagle3_more_than_baseline", **_interaction(0.10)},
+    {**_interaction(0.10), "id": "helps_eagle3_more_than_baseline"},
 ]
 
 
