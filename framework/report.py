@@ -323,18 +323,28 @@ def trajectory_plot(record: dict[str, Any]) -> bytes | None:
     for ax, (pid, pts) in zip(axes[0], series.items()):
         xs = [p[0] for p in pts]
         est = [p[1] for p in pts]
+        c = crit.get(pid)
+        # the view: estimates, thresholds and 1, widened to take intervals up to 2x beyond them; the
+        # first looks' intervals (nominal levels like 1e-5 on 2 launches) can span many decades and
+        # are drawn clipped, with an arrow at the clipped end
+        core = [1.0, *est, *((e for e in (c.lo, c.hi) if e) if c else ())]
+        floor, ceil = min(core) / 2, max(core) * 2
+        vals = list(core)
         ax.plot(xs, est, "o-", color="#1565c0", zorder=3)
         for x, _, ci in pts:
             if ci and all(isinstance(v, (int, float)) and v > 0 for v in ci):
-                ax.plot([x, x], ci, color="#1565c0", lw=2, alpha=0.6)
-        c = crit.get(pid)
+                lo, hi = max(min(ci), floor), min(max(ci), ceil)
+                vals += [lo, hi]
+                ax.plot([x, x], [lo, hi], color="#1565c0", lw=2, alpha=0.6)
+                if min(ci) < floor:
+                    ax.plot([x], [lo], marker="v", color="#1565c0", alpha=0.6)
+                if max(ci) > ceil:
+                    ax.plot([x], [hi], marker="^", color="#1565c0", alpha=0.6)
         for edge in (c.lo, c.hi) if c else ():
             if edge:
                 ax.axhline(edge, color="#1b5e20", ls="--", lw=1.2)
         ax.axhline(1.0, color="#424242", lw=0.8)
         ax.set_yscale("log")
-        vals = [1.0, *est, *(v for _, _, ci in pts if ci for v in ci if isinstance(v, (int, float)) and v > 0),
-                *((e for e in (c.lo, c.hi) if e) if c else ())]
         ylo, yhi = min(vals) / 1.04, max(vals) * 1.04
         ax.set_ylim(ylo, yhi)
         ticks = _nice_ticks(ylo, yhi)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,19 @@ def test_sequential_run_shows_the_trajectory(tmp_path: Path) -> None:
     html = (tmp_path / "run" / "report.html").read_text()
     assert set(_embedded_pngs(html)) == {"forest", "launches", "looks"}
     assert "Sequential looks" in html and "all decided at look 3" in html
+
+
+def test_first_looks_with_astronomical_intervals_are_drawn_clipped() -> None:
+    # look 1 of a sequential run: 2 launches at a nominal level of 1e-5 give bounds like 1e-283 .. 1e283
+    record = {"backend": "sim", "predictions": [], "analysis": {"stopping": {"looks": [
+        {"look": 1, "launches_per_condition": 2,
+         "predictions": [{"id": "helps_eagle3", "estimate": 1.86, "ci": [2.6e-283, 1.3e283]}]},
+        {"look": 2, "launches_per_condition": 4,
+         "predictions": [{"id": "helps_eagle3", "estimate": 1.84, "ci": [1.66, 2.02]}]}]}}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib overflowed on such bounds before they were clipped
+        png = report.trajectory_plot(record)
+    assert png is not None and png.startswith(PNG_MAGIC)
 
 
 def test_multirun_directory_report_with_sweep_summary(tmp_path: Path) -> None:
