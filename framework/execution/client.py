@@ -143,6 +143,8 @@ def measure_request(
         "sent_at": sent_at,
         "server_request_id": meta.get("id"),
         "sim_max_lag_s": meta.get("sim_max_lag_s"),
+        "sim_first_lag_s": meta.get("sim_first_lag_s"),
+        "sim_last_lag_s": meta.get("sim_last_lag_s"),
     }
     row.update(summarize_stream(times, tokens, e2e, time_scale, meta))
     return row

@@ -70,6 +70,8 @@ class SimRequest:
     aborted: bool = False
     finished: bool = False
     max_lag_s: float = 0.0      # wall seconds the hand-off of a chunk ran past its due time (worst)
+    first_lag_s: float = 0.0    # ... of the first chunk (TTFT and the decode span start there)
+    last_lag_s: float = 0.0     # ... of the last chunk (e2e and the decode span end there)
 
 
 class Engine:

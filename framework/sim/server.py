@@ -234,7 +234,12 @@ async def _chunk_batches(state: ServerState, req: SimRequest, endpoint: str) -> 
                         m.e2e.labels(**m.labels).observe(chunk.e2e_latency)
                         m.num_requests.labels(**m.labels).inc()
                 last_e2e = chunk.e2e_latency
-                req.max_lag_s = max(req.max_lag_s, state.engine.wall() - chunk.t_due_wall)
+                lag = state.engine.wall() - chunk.t_due_wall
+                req.max_lag_s = max(req.max_lag_s, lag)
+                if chunk.index == 0:
+                    req.first_lag_s = lag
+                if chunk.finished:
+                    req.last_lag_s = lag
                 _record_ground_truth(state, req, chunk, endpoint)
             yield batch
             if batch[-1].finished:
@@ -310,6 +315,10 @@ def _meta(state: ServerState, req: SimRequest, chunk: Chunk) -> dict[str, Any]:
         # how far behind its own clock the sim handed out this request's chunks (wall s): if this is
         # not small against the request's duration, the speed-up is more than the machine sustains
         "sim_max_lag_s": round(req.max_lag_s, 6),
+        # the first and last chunk's lateness: the only ones the client's metrics depend on, since the
+        # engine keeps absolute deadlines and a late chunk does not delay the next
+        "sim_first_lag_s": round(req.first_lag_s, 6),
+        "sim_last_lag_s": round(req.last_lag_s, 6),
     }
     if state.engine.spec is not None:
         meta["spec_verify_ct"] = chunk.spec_verify_ct
