@@ -90,7 +90,8 @@ def plan_command(args: list[str]) -> int:
         source = f"assumptions from the pilot run {kv['pilot']}: its means, variance components and measured costs"
     else:
         rows, source = plan_from_profile(h, exp, power=power, requests=d.requests, warmup=d.warmup, alpha=d.alpha)
-    print_plan(make_console(), h, rows, power, source, d.requests, d.warmup, block=d.sequential.block)
+    print_plan(make_console(), h, rows, power, source, d.requests, d.warmup, block=d.sequential.block,
+               alpha=d.alpha)
     return 0
 
 
@@ -101,8 +102,9 @@ def _duration(seconds: float | None) -> str:
 
 
 def print_plan(console: Console, h: Hypothesis, rows: list[PlanRow], power: float, source: str,
-               requests: int, warmup: int, block: int = 2) -> None:
-    table = Table(title=f"plan for {h.name}: power {power} at alpha {h.design.alpha} "
+               requests: int, warmup: int, block: int = 2, alpha: float | None = None) -> None:
+    alpha = h.design.alpha if alpha is None else alpha
+    table = Table(title=f"plan for {h.name}: power {power} at alpha {alpha} "
                         f"({requests} requests + {warmup} warm-up per launch)", title_justify="left")
     for col in ("prediction", "kind", "assumed ratio", "to be", "launches/condition", "total launches", "wall time"):
         table.add_column(col)
@@ -120,9 +122,9 @@ def print_plan(console: Console, h: Hypothesis, rows: list[PlanRow], power: floa
     if n:
         from framework.stats.sequential import inflation_factor, sequential_cap
 
-        cap = sequential_cap(n, block, h.design.alpha)
+        cap = sequential_cap(n, block, alpha)
         console.print(f"sequential (design.sequential=true): blocks of {block} up to {cap} launches per condition "
-                      f"({cap // block} looks, inflation factor {inflation_factor(h.design.alpha, cap // block):.3f} "
+                      f"({cap // block} looks, inflation factor {inflation_factor(alpha, cap // block):.3f} "
                       f"keeps the power of {n} fixed launches); it stops at the first look that decides every "
                       f"prediction", highlight=False)
     console.print(source, highlight=False)

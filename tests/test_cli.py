@@ -34,6 +34,16 @@ def test_validate_shipped_files(workdir):
     assert "0 with problems" in out.stdout
 
 
+def test_plan_prints_launches_time_and_the_sequential_cap(workdir):
+    out = framework("plan", "hypothesis=eagle3_allreduce", cwd=workdir)
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = " ".join(out.stdout.split())  # rich wraps long lines
+    for pid in ("neutral_for_baseline", "helps_eagle3", "helps_eagle3_more_than_baseline"):
+        assert pid in text
+    assert "whole hypothesis: 9 launches per condition" in text
+    assert "blocks of 2 up to 10 launches per condition (5 looks, inflation factor 1.033" in text
+
+
 def _bad_hypothesis(workdir: Path, edit) -> list[str]:
     data = yaml.safe_load((ROOT / "hypotheses" / "eagle3_allreduce.yaml").read_text().replace('"on"', "'on'").replace('"off"', "'off'"))
     edit(data)
