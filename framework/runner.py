@@ -463,7 +463,7 @@ def sim_relative_lag(rows: list[dict[str, Any]]) -> float | None:
     """The worst lateness of any of the sim's chunk hand-offs relative to the request's wall duration.
 
     Informational: the engine keeps absolute deadlines, so a late chunk in the middle of a stream
-    delays only itself; what can move a metric is `sim_metric_lag`.
+    delays only itself; what can move a metric is in `sim_metric_lags`.
     """
     worst = None
     for r in rows:
@@ -491,7 +491,7 @@ def sim_metric_lags(rows: list[dict[str, Any]], metric: str) -> list[float]:
         any_lag = r.get("sim_max_lag_s")
         first = r.get("sim_first_lag_s", any_lag)
         last = r.get("sim_last_lag_s", any_lag)
-        times = [t for t, n in zip(r.get("chunk_times_s") or [], r.get("chunk_tokens") or []) if n > 0]
+        times = client.token_times(r.get("chunk_times_s") or [], r.get("chunk_tokens") or [])
         scale = r.get("time_scale") or 1.0
         lag: float | None
         span: float | None

@@ -48,23 +48,28 @@ def generate_body(ids: list[int], workload: Workload) -> dict[str, Any]:
     }
 
 
+def token_times(times: list[float], tokens: list[int]) -> list[float]:
+    """The arrival times of the chunks that carried tokens (the metrics' first and last token)."""
+    return [t for t, n in zip(times, tokens) if n > 0]
+
+
 def summarize_stream(
     times: list[float], tokens: list[int], e2e: float, time_scale: float, meta: dict[str, Any]
 ) -> dict[str, Any]:
     """Derived per-request figures from raw chunk times (seconds since send) and token counts."""
     completion = int(sum(tokens))
-    token_times = [t for t, n in zip(times, tokens) if n > 0]
+    arrivals = token_times(times, tokens)
     out: dict[str, Any] = {
         "completion_tokens": completion,
         "e2e_s": e2e * time_scale,
-        "ttft_s": token_times[0] * time_scale if token_times else None,
+        "ttft_s": arrivals[0] * time_scale if arrivals else None,
         "tpot_s": None,
         "decode_tok_s": None,
         "output_tok_s": completion / (e2e * time_scale) if e2e > 0 else None,
         "accept_length": None,
     }
-    if len(token_times) >= 2 and completion >= 2:
-        span = (token_times[-1] - token_times[0]) * time_scale
+    if len(arrivals) >= 2 and completion >= 2:
+        span = (arrivals[-1] - arrivals[0]) * time_scale
         if span > 0:
             out["tpot_s"] = span / (completion - 1)
             out["decode_tok_s"] = (completion - 1) / span
