@@ -1,8 +1,20 @@
-"""Shared fixtures for the top-level tests (helpers live in cli_helpers.py)."""
+"""Shared fixtures for the top-level tests (helpers live in cli_helpers.py).
 
+Property tests are derandomized: Hypothesis draws its examples from a seed fixed by each test's
+source, keeps no example database, and has no per-example deadline, so a run gives the same
+examples on every machine and under any load. A counterexample a test once found is pinned in
+the test with ``@example``. To search wider on purpose: ``HYPOTHESIS_PROFILE=explore pytest``.
+"""
+
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("repo", derandomize=True, database=None, deadline=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, database=None, deadline=None, max_examples=2000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repo"))
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ baseline decode and helps speculative decoding.
 
 from __future__ import annotations
 
+import bisect
 import math
 import zlib
 from dataclasses import dataclass
@@ -31,19 +32,26 @@ CRASH_MESSAGE = "No supported CUDA architectures found for major versions [9, 10
 
 
 def interp(table: Sequence[tuple[float, float]], x: float) -> float:
-    """Piecewise-linear lookup; linear extrapolation beyond both ends (one point: constant)."""
+    """Piecewise-linear lookup; linear extrapolation beyond both ends (one point: constant).
+
+    A table point is returned exactly, and the segment's fraction is formed before it scales the
+    rise: ``rise * dx / width`` rounds the product first, which for a subnormal width turned
+    (0, 0), (5e-324, 1.5) into 2.0 at x = 5e-324. Interpolating from the nearer end keeps the
+    result between the two points' values.
+    """
     if not table:
         raise ValueError("empty table")
     if len(table) == 1:
         return float(table[0][1])
-    if x <= table[0][0]:
-        (x0, y0), (x1, y1) = table[0], table[1]
-    elif x >= table[-1][0]:
-        (x0, y0), (x1, y1) = table[-2], table[-1]
-    else:
-        i = next(i for i in range(1, len(table)) if table[i][0] >= x)
-        (x0, y0), (x1, y1) = table[i - 1], table[i]
-    return float(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
+    xs = [p[0] for p in table]
+    i = bisect.bisect_left(xs, x)
+    if i < len(table) and xs[i] == x:
+        return float(table[i][1])
+    i = min(max(i, 1), len(table) - 1)
+    (x0, y0), (x1, y1) = table[i - 1], table[i]
+    t = (x - x0) / (x1 - x0)
+    rise = y1 - y0
+    return float(y0 + t * rise if t <= 0.5 else y1 - (1.0 - t) * rise)
 
 
 # --------------------------------------------------------------------------- configuration

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from framework.sim import model
 from framework.sim.args import parse_server_args
@@ -128,6 +128,7 @@ def test_deterministic_accepts_track_the_mean(mean, n):
 @settings(max_examples=50)
 @given(st.lists(st.tuples(st.floats(0, 1e6), st.floats(-1e3, 1e3)), min_size=2, max_size=6, unique_by=lambda t: t[0]),
        st.floats(0, 2e6))
+@example([(0.0, 0.0), (5e-324, 1.5)], 5e-324)  # a subnormal segment once gave 2.0 here (issue 15)
 def test_interp_passes_through_points_and_is_bounded_inside(points, x):
     table = sorted(points)
     for px, py in table:
