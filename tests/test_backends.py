@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import time
 
-from cli_helpers import ROOT, framework, ledger_records
+from cli_helpers import framework, ledger_records, no_servers_left, own_servers, run_env
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
-from test_resume_and_sweeps import no_new_servers, sim_pids
 
 SINGLE = """\
 name: endpoint_smoke
@@ -51,16 +49,15 @@ def test_endpoint_refuses_multi_condition_hypotheses(workdir):
 
 
 def test_sigterm_to_the_framework_stops_its_server(workdir):
-    before = sim_pids()
     proc = subprocess.Popen([sys.executable, "-m", "framework", "run", "hypothesis=eagle3_allreduce",
                              "design.launches=2", "backend.speedup=2", f"hydra.run.dir={workdir / 'run'}"],
                             cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env=run_env(workdir))
     deadline = time.monotonic() + 60
-    while not (sim_pids() - before) and time.monotonic() < deadline:
+    while not own_servers(workdir) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert sim_pids() - before, "no server was started"
+    assert own_servers(workdir), "no server was started"
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=30)
-    assert no_new_servers(before)
+    assert no_servers_left(workdir)
     assert (workdir / "run" / "trials.jsonl").exists()

@@ -3,34 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import psutil
-
-from cli_helpers import ROOT, framework, ledger_records
-
-
-def sim_pids() -> set[int]:
-    pids = set()
-    for p in psutil.process_iter(["cmdline", "status"]):
-        cmd = p.info["cmdline"] or []
-        if "framework.sim" in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
-            pids.add(p.pid)
-    return pids
-
-
-def no_new_servers(before: set[int], within: float = 15.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if not (sim_pids() - before):
-            return True
-        time.sleep(0.1)
-    return False
+from cli_helpers import framework, ledger_records, no_servers_left, run_env
 
 
 def rows(path: Path) -> list[dict]:
@@ -55,20 +34,19 @@ def complete_launches(trials: Path, requests: int) -> list[str]:
 
 
 def test_sigkill_then_resume_reuses_completed_launches(workdir):
-    before = sim_pids()
     run1 = workdir / "run1"
     args = ["hypothesis=eagle3_allreduce", "design.launches=2", "design.requests=1", "design.warmup=0",
             "backend.speedup=20"]
     proc = subprocess.Popen([sys.executable, "-m", "framework", "run", *args, f"hydra.run.dir={run1}"], cwd=workdir,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env=run_env(workdir))
     deadline = time.monotonic() + 120
     while len(complete_launches(run1 / "trials.jsonl", 1)) < 3 and time.monotonic() < deadline:
         assert proc.poll() is None, "the run ended before it could be interrupted"
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert no_new_servers(before), "a server outlived the killed framework"
+    assert no_servers_left(workdir), "a server outlived the killed framework"
     done_before = complete_launches(run1 / "trials.jsonl", 1)
     assert 3 <= len(done_before) < 8
     old_trials = {r["trial_id"] for r in rows(run1 / "trials.jsonl")
@@ -77,7 +55,7 @@ def test_sigkill_then_resume_reuses_completed_launches(workdir):
     run2 = workdir / "run2"
     out = framework("run", *args, f"resume={run1}", f"hydra.run.dir={run2}", cwd=workdir)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert no_new_servers(before)
+    assert no_servers_left(workdir)
     (record,) = [r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"]
     new_rows = rows(run2 / "trials.jsonl")
     reused = {r["trial_id"] for r in new_rows if r["kind"] == "request" and r.get("reused_from")}
@@ -92,7 +70,6 @@ def test_sigkill_then_resume_reuses_completed_launches(workdir):
 
 
 def test_joblib_multirun_two_hypotheses_one_ledger_and_a_sweep_summary(workdir):
-    before = sim_pids()
     sweep = workdir / "sweep"
     out = framework("run", "-m", "hypothesis=eagle3_allreduce,torch_symm_mem", "hydra/launcher=joblib",
                     "hydra.launcher.n_jobs=2", "design.launches=1", "design.requests=1", "design.warmup=0",
@@ -104,4 +81,4 @@ def test_joblib_multirun_two_hypotheses_one_ledger_and_a_sweep_summary(workdir):
     assert [job["status"] for job in summary["jobs"]] == ["ok", "ok"]
     assert {job["hypothesis"] for job in summary["jobs"]} == {"eagle3_allreduce", "torch_symm_mem"}
     assert (sweep / "sweep_summary.md").read_text().strip()
-    assert no_new_servers(before)
+    assert no_servers_left(workdir)
