@@ -21,7 +21,7 @@ from framework.sim import model
 from framework.sim.args import SimServerArgs, build_parser, parse_server_args
 from framework.sim.engine import Engine
 from framework.sim.profile import Profile, ProfileError, load_profile
-from framework.sim.server import Metrics, ServerState, build_request_models, create_app
+from framework.sim.server import Metrics, ServerState, build_request_models, create_app, sim_backend_info
 
 log = logging.getLogger("sglang.sim")
 
@@ -61,7 +61,7 @@ async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None
     await asyncio.sleep(max(0.0, deadline - loop.time()))
 
 
-async def _serve(state: ServerState, server: uvicorn.Server, startup_s: float) -> int:
+async def _serve(state: ServerState, prof: Profile, server: uvicorn.Server, startup_s: float) -> int:
     """Bind, "load", then mark ready; returns the process exit code.
 
     The simulated loading phases end at fixed offsets from the bind (``startup_s`` model seconds in
@@ -76,7 +76,7 @@ async def _serve(state: ServerState, server: uvicorn.Server, startup_s: float) -
         await asyncio.sleep(0.005)
     loop = asyncio.get_running_loop()
     t_bind = loop.time()
-    args, prof = state.args, state.profile
+    args = state.args
     tp = args.tp_size
     log.info("[TP0] Init torch distributed begin.")
     log.info("[TP0] Init torch distributed ends. mem usage=0.00 GB")
@@ -127,15 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     ground_truth: TextIO | None = open(args.sim_ground_truth, "a", encoding="utf-8") if args.sim_ground_truth else None
     engine = Engine(profile, args, seed, defer_random=True)
     metrics = Metrics({"model_name": args.served_model_name or args.model_path}) if args.enable_metrics else None
-    state = ServerState(args=args, profile=profile, engine=engine, seed=seed, ground_truth=ground_truth,
-                        metrics=metrics)
+    state = ServerState(args=args, engine=engine, seed=seed, backend_info=sim_backend_info(profile, args),
+                        ground_truth=ground_truth, metrics=metrics)
     app = create_app(state)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=2, lifespan="off", ws="none")
     server = uvicorn.Server(config)
     startup_s = profile.startup_s if args.sim_startup_s is None else args.sim_startup_s
     try:
-        code = asyncio.run(_serve(state, server, startup_s))
+        code = asyncio.run(_serve(state, profile, server, startup_s))
     finally:
         engine.stop()
         if ground_truth is not None:

@@ -58,6 +58,7 @@ class SimRequest:
     seed: int
     queue: asyncio.Queue
     loop: asyncio.AbstractEventLoop
+    prompt_ids: list[int] | None = None  # the prompt's token ids when sent as ids (engines that compute on them)
     arrival_perf: float = 0.0
     ready_perf: float = 0.0
     draw: model.RequestDraw | None = None

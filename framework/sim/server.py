@@ -11,6 +11,10 @@ sim's start-up and the sim launches once per experiment launch; the responses Fa
 (``{"detail": ...}`` for 404/405, no implicit HEAD) are reproduced here. The request-body models are
 built lazily (:func:`build_request_models`, called during the simulated start-up) and
 ``prometheus_client`` is imported only with ``--enable-metrics``.
+
+The HTTP layer is shared by the servers the project ships: it drives any engine that satisfies
+:class:`ServingEngine` (the sim's model clock here, the torch decoder of ``framework.gpuserver``), so both
+answer the same API with the same metrics.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, TextIO
+from typing import Any, AsyncIterator, Protocol, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
@@ -33,7 +37,7 @@ from starlette.routing import Route
 
 from framework.sim import model
 from framework.sim.args import SimServerArgs
-from framework.sim.engine import Chunk, Engine, SimRequest
+from framework.sim.engine import Chunk, SimRequest
 from framework.sim.profile import Profile
 
 log = logging.getLogger("framework.sim.server")
@@ -177,12 +181,32 @@ class Metrics:
                              buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0), registry=r)
 
 
+class ServingEngine(Protocol):
+    """What the HTTP layer needs from an engine: thread-safe submit/abort of :class:`SimRequest`s whose
+    chunks arrive on ``req.queue``, a wall clock, and the figures ``/get_server_info`` and ``/metrics`` show.
+    ``spec`` is None without speculative decoding, else has ``num_steps``, ``topk``, ``num_draft_tokens``."""
+
+    spec: Any
+    num_running: int
+    num_waiting: int
+    last_gen_throughput: float
+
+    @property
+    def avg_spec_accept_length(self) -> float: ...
+
+    def wall(self, perf: float | None = None) -> float: ...
+
+    def submit(self, req: SimRequest) -> None: ...
+
+    def abort(self, req: SimRequest) -> None: ...
+
+
 @dataclass
 class ServerState:
-    args: SimServerArgs
-    profile: Profile
-    engine: Engine
+    args: Any  # SGLang-style ServerArgs (a pydantic model): model_path, tokenizer_path, api_key, ...
+    engine: ServingEngine
     seed: int
+    backend_info: dict[str, Any] = field(default_factory=dict)  # the backend's own /get_server_info fields
     ground_truth: TextIO | None = None
     ready: bool = False
     metrics: Metrics | None = None
@@ -201,6 +225,7 @@ def _new_request(state: ServerState, prompt: str | list[int], prompt_tokens: int
     return SimRequest(
         rid=rid or uuid.uuid4().hex, prompt_tokens=prompt_tokens, max_new_tokens=max_new, stop=stop,
         seed=model.prompt_seed(prompt), queue=asyncio.Queue(), loop=asyncio.get_running_loop(),
+        prompt_ids=list(prompt) if isinstance(prompt, list) else None,
     )
 
 
@@ -311,6 +336,14 @@ def _meta(state: ServerState, req: SimRequest, chunk: Chunk) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "id": req.rid, "finish_reason": chunk.finish_reason, "prompt_tokens": req.prompt_tokens,
         "completion_tokens": chunk.completion_tokens, "cached_tokens": 0, "e2e_latency": chunk.e2e_latency,
+    }
+    if state.engine.spec is not None:
+        meta["spec_verify_ct"] = chunk.spec_verify_ct
+        meta["spec_accept_length"] = (chunk.completion_tokens / chunk.spec_verify_ct
+                                      if chunk.spec_verify_ct else 0.0)
+    if state.backend_info.get("backend") != "sim":
+        return meta
+    meta.update({
         "sim_speedup": state.args.sim_speedup,
         # how far behind its own clock the sim handed out this request's chunks (wall s): if this is
         # not small against the request's duration, the speed-up is more than the machine sustains
@@ -319,11 +352,7 @@ def _meta(state: ServerState, req: SimRequest, chunk: Chunk) -> dict[str, Any]:
         # engine keeps absolute deadlines and a late chunk does not delay the next
         "sim_first_lag_s": round(req.first_lag_s, 6),
         "sim_last_lag_s": round(req.last_lag_s, 6),
-    }
-    if state.engine.spec is not None:
-        meta["spec_verify_ct"] = chunk.spec_verify_ct
-        meta["spec_accept_length"] = (chunk.completion_tokens / chunk.spec_verify_ct
-                                      if chunk.spec_verify_ct else 0.0)
+    })
     return meta
 
 
@@ -593,7 +622,8 @@ async def _openai(state: ServerState, request: Request, obj: CompletionRequest |
 
 
 def server_info_dict(state: ServerState) -> dict[str, Any]:
-    """SGLang's ServerArgs field names, with speculative defaults filled in as SGLang does."""
+    """SGLang's ServerArgs field names, with speculative defaults filled in as SGLang does, then the
+    backend's own fields (``backend_info``: which backend, its version, what it runs on)."""
     a = state.args
     spec = state.engine.spec
     info = a.model_dump()
@@ -606,13 +636,20 @@ def server_info_dict(state: ServerState) -> dict[str, Any]:
         "speculative_num_steps": spec.num_steps if spec else a.speculative_num_steps,
         "speculative_eagle_topk": spec.topk if spec else a.speculative_eagle_topk,
         "speculative_num_draft_tokens": spec.num_draft_tokens if spec else a.speculative_num_draft_tokens,
-        "version": state.profile.version,
-        "backend": "sim",
-        "sim_profile": state.profile.name,
-        "sim_profile_description": state.profile.description,
-        "sim_stack": state.profile.stack,
-        "sim_hardware": state.profile.hardware,
-        "sim_speedup": a.sim_speedup,
-        "sim_noise_scale": a.sim_noise_scale,
+        **state.backend_info,
     })
     return info
+
+
+def sim_backend_info(profile: Profile, args: SimServerArgs) -> dict[str, Any]:
+    """The sim's own ``/get_server_info`` fields: which profile it models, at what speed-up."""
+    return {
+        "version": profile.version,
+        "backend": "sim",
+        "sim_profile": profile.name,
+        "sim_profile_description": profile.description,
+        "sim_stack": profile.stack,
+        "sim_hardware": profile.hardware,
+        "sim_speedup": args.sim_speedup,
+        "sim_noise_scale": args.sim_noise_scale,
+    }
