@@ -25,7 +25,7 @@ def run_env(workdir: Path, extra: dict | None = None) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), SERVER_TAG: str(workdir), **(extra or {})}
 
 
-def framework(*args: str, cwd: Path, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
+def framework(*args: str, cwd: Path, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "framework", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
         env=run_env(cwd, env),

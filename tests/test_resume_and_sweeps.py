@@ -73,7 +73,7 @@ def test_joblib_multirun_two_hypotheses_one_ledger_and_a_sweep_summary(workdir):
     sweep = workdir / "sweep"
     out = framework("run", "-m", "hypothesis=eagle3_allreduce,torch_symm_mem", "hydra/launcher=joblib",
                     "hydra.launcher.n_jobs=2", "design.launches=1", "design.requests=1", "design.warmup=0",
-                    "backend.speedup=20", f"hydra.sweep.dir={sweep}", cwd=workdir, timeout=300)
+                    "backend.speedup=20", f"hydra.sweep.dir={sweep}", cwd=workdir)
     assert out.returncode == 0, out.stderr[-3000:]
     verdicts = [r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"]
     assert sorted(r["hypothesis"]["name"] for r in verdicts) == ["eagle3_allreduce", "torch_symm_mem"]

@@ -34,7 +34,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def wait_dead(pid: int, within: float = 15.0) -> bool:
+def wait_dead(pid: int, within: float = 30.0) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if not alive(pid):
@@ -53,13 +53,12 @@ def test_waits_for_health_then_stops(tmp_path):
 
 
 def test_exit_during_startup_fails_fast_with_code_and_log(tmp_path):
-    t0 = time.monotonic()
+    # fast = on the exit itself, not at the ready timeout (a wall-clock bound would depend on load)
     with pytest.raises(LaunchError) as info:
-        with ServerProcess(spec(tmp_path, "--exit-code", "3")):
+        with ServerProcess(spec(tmp_path, "--exit-code", "3", timeout=600.0)):
             pass
-    assert info.value.exit_code == 3
+    assert info.value.exit_code == 3 and "exited with code 3 during start-up" in info.value.message
     assert any("told to fail" in line for line in info.value.log_tail)
-    assert time.monotonic() - t0 < 10
 
 
 def test_not_ready_in_time_is_a_clear_error_and_the_server_is_stopped(tmp_path):
