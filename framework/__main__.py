@@ -45,14 +45,14 @@ def _kv(args: list[str]) -> dict[str, str]:
 
 
 def cmd_run(args: list[str]) -> int:
-    from framework.app import hydra_run, precheck
+    from framework.app import EXIT_NO_DATA, NO_DATA_RUNS, hydra_run, precheck
 
     if not any(a in ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i") or a.startswith("--cfg")
                for a in args):
         precheck(args)
     sys.argv = ["python -m framework run", *args]
     hydra_run()
-    return 0
+    return EXIT_NO_DATA if NO_DATA_RUNS else 0
 
 
 def cmd_validate(args: list[str]) -> int:

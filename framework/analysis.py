@@ -20,6 +20,7 @@ from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel
 
+from framework import evidence
 from framework.design import Condition, conditions, matching
 from framework.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
 from framework.stats import decisions, effects, outliers, sequential, variance
@@ -226,7 +227,9 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
     if method not in METHODS:
         raise ValueError(f"unknown analysis method {method!r}; allowed: {list(METHODS)}")
     conds = conditions(h)
+    rows = list(rows)
     data = _collect(h, rows)
+    empty = evidence.empty_conditions(conds, rows)
 
     # per-condition summaries, variance components and outliers
     summaries: list[ConditionSummary] = []
@@ -262,8 +265,10 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
     for p in h.predictions:
         if isinstance(p, Launches):
             dec = _launches(p, data, conds)
-            results.append(PredictionResult(id=p.id, kind=p.kind, verdict=dec.verdict, estimate=dec.estimate,
-                                            ci=None, p_value=None, reason=dec.reason, details=dec.details))
+            verdict, reason = evidence.capped(dec.verdict, dec.reason,
+                                              [empty[c.index] for c in matching(conds, p.where) if c.index in empty])
+            results.append(PredictionResult(id=p.id, kind=p.kind, verdict=verdict, estimate=dec.estimate,
+                                            ci=None, p_value=None, reason=reason, details=dec.details))
             continue
         dec, cells = _decide(h, p, data, conds, a, method)
         reason = dec.reason
@@ -277,7 +282,8 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
                 reason += f"; outlying launch(es) {names}: without them the verdict would be {alt.verdict}"
             else:
                 reason += f"; outlying launch(es) {names} flagged, verdict unchanged without them"
-        results.append(PredictionResult(id=p.id, kind=p.kind, verdict=dec.verdict, estimate=dec.estimate,
+        verdict, reason = evidence.capped(dec.verdict, reason, [empty[c.index] for c in cells if c.index in empty])
+        results.append(PredictionResult(id=p.id, kind=p.kind, verdict=verdict, estimate=dec.estimate,
                                         ci=_finite_ci(dec.ci), p_value=dec.p_value, reason=reason, details=det))
 
     pooled = variance.pooled_components(by_cond_groups)
@@ -313,7 +319,11 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
         },
         "outliers": {str(k): v for k, v in flagged.items() if v},
     }
-    return Analysis(verdict=_combine([r.verdict for r in results]), predictions=results,
+    verdict = _combine([r.verdict for r in results])
+    if empty:  # a run in which a condition measured nothing claims nothing (framework.evidence)
+        details["no_data"] = {str(k): v for k, v in sorted(empty.items())}
+        verdict = "inconclusive"
+    return Analysis(verdict=verdict, predictions=results,
                     conditions=summaries, details=details)
 
 

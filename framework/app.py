@@ -21,6 +21,8 @@ from framework.spec import SpecError
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 EXIT_BAD_INPUT = 2
+EXIT_NO_DATA = 3  # the run finished but a condition measured nothing: no verdict can be claimed
+NO_DATA_RUNS: list[str] = []  # run directories of this process's jobs that measured nothing
 
 
 def user_errors() -> tuple[type[Exception], ...]:
@@ -80,7 +82,7 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
 def precheck(overrides: list[str]) -> None:
     """Raise SpecError for anything that would make the run fail before measuring."""
     from framework.runner import ConfigError, effective_design, load_pair
-    from framework.execution.backends import BackendSettings
+    from framework.preflight import backend_settings
 
     for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
         cfg = compose(variant)
@@ -88,10 +90,7 @@ def precheck(overrides: list[str]) -> None:
             raise ConfigError("command line", "hypothesis", "missing: say which, e.g. hypothesis=eagle3_allreduce")
         h, _, _ = load_pair(cfg)
         effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
-        try:
-            BackendSettings.model_validate(OmegaConf.to_container(cfg.backend, resolve=True))
-        except Exception as exc:
-            raise ConfigError("command line", "backend", str(exc).splitlines()[-1].strip()) from None
+        backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
@@ -105,4 +104,9 @@ def hydra_run(cfg: DictConfig) -> Any:
         record = run(ctx)
     except user_errors() as exc:
         sys.exit(report_error(exc))
+    no_data = (record.get("analysis", {}).get("details") or {}).get("no_data")
+    if no_data:
+        causes = "; ".join(no_data.values())
+        print(f"error: no data: {causes}; the verdict is recorded as inconclusive ({run_dir})", file=sys.stderr)
+        NO_DATA_RUNS.append(str(run_dir))
     return record["verdict"]

@@ -35,7 +35,10 @@ from framework import design as design_mod
 from framework.analysis import Analysis, analyze
 from framework.execution import client
 from framework.execution.backends import BackendSettings, server_spec
-from framework.execution.launcher import LaunchError, ServerProcess, free_port, install_signal_handlers
+from framework.execution.launcher import (
+    ENDPOINT_PROBE_S, LaunchError, ServerProcess, free_port, install_signal_handlers, unreachable,
+)
+from framework.preflight import backend_settings
 from framework.progress import RunProgress, make_console, print_noise, print_verdict_table
 from framework.records.models import (
     ConditionRecord, HypothesisRef, LaunchCounts, PredictionRecord, TrialsRef, VerdictRecord,
@@ -149,13 +152,7 @@ def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunConte
     ledger = Path(cfg.ledger)
     if cwd is not None and not ledger.is_absolute():
         ledger = cwd / ledger
-    try:
-        backend = BackendSettings.model_validate(OmegaConf.to_container(cfg.backend, resolve=True))
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise ConfigError("command line", "backend." + ".".join(map(str, err["loc"])), err["msg"]) from None
-    if backend.name == "endpoint" and not backend.url:
-        raise ConfigError("command line", "backend.url", "the endpoint backend needs backend.url=http://HOST:PORT")
+    backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
     d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
     if backend.name == "endpoint" and len(design_mod.conditions(h)) > 1:
         raise ConfigError(
@@ -267,6 +264,15 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
     server: ServerProcess | None = None
     if ctx.backend.name == "endpoint":
         base_url, argv, startup = str(ctx.backend.url).rstrip("/"), [], 0.0
+        problem = unreachable(base_url, min(ctx.backend.ready_timeout_s, ENDPOINT_PROBE_S))
+        if problem:  # no answer at all: no evidence about the server (framework.evidence)
+            writer.write(LaunchRow(
+                **common, replicate=planned.replicate, block=planned.block, attempt=attempt, seed=planned.seed,
+                ok=False, reachable=False, error=problem, started=started, finished=now_iso(),
+            ).model_dump(mode="json"))
+            writer.sync()
+            progress.launch_failed(cond, problem)
+            return
     else:
         port = free_port(ctx.backend.host)
         log_path = ctx.run_dir / "logs" / f"{launch_id}.log"

@@ -61,3 +61,30 @@ def test_sigterm_to_the_framework_stops_its_server(workdir):
     proc.wait(timeout=30)
     assert no_servers_left(workdir)
     assert (workdir / "run" / "trials.jsonl").exists()
+
+
+def test_endpoint_without_url_is_refused_before_anything_starts(workdir):
+    hyp = workdir / "hyp"
+    hyp.mkdir()
+    (hyp / "endpoint_smoke.yaml").write_text(SINGLE)
+    out = framework("run", "hypothesis=endpoint_smoke", f"paths.hypotheses={hyp}", "backend=endpoint", cwd=workdir)
+    assert out.returncode == 2, out.stdout[-2000:]
+    (line,) = out.stderr.strip().splitlines()
+    assert "backend.url" in line and "Traceback" not in out.stderr
+    assert not (workdir / "outputs").exists() and not (workdir / "verdicts.jsonl").exists()
+
+
+def test_an_unreachable_endpoint_records_inconclusive_and_exits_non_zero(workdir):
+    hyp = workdir / "hyp"
+    hyp.mkdir()
+    (hyp / "endpoint_smoke.yaml").write_text(SINGLE)
+    port = free_port()  # nothing listens there
+    out = framework("run", "hypothesis=endpoint_smoke", f"paths.hypotheses={hyp}", "backend=endpoint",
+                    f"backend.url=http://127.0.0.1:{port}", cwd=workdir)
+    assert out.returncode == 3, out.stderr[-2000:]
+    assert "no data" in out.stderr and "never reachable" in out.stderr and "Traceback" not in out.stderr
+    record = ledger_records(workdir / "verdicts.jsonl")[-1]
+    assert record["verdict"] == "inconclusive"
+    (p,) = record["predictions"]
+    assert p["verdict"] == "inconclusive" and "unreachable" in p["reason"]
+    assert framework("audit", cwd=workdir).returncode == 0

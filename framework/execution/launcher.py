@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -73,6 +74,21 @@ def log_tail(path: Path, lines: int = 20) -> list[str]:
             return [line.rstrip("\n") for line in deque(f, maxlen=lines)]
     except OSError:
         return []
+
+
+ENDPOINT_PROBE_S = 10.0
+
+
+def unreachable(base_url: str, timeout_s: float) -> str | None:
+    """None when a server answers HTTP at `base_url` (any status), else why not, in one line."""
+    try:
+        requests.get(base_url + "/health", timeout=(timeout_s, timeout_s))
+        return None
+    except requests.Timeout:
+        return f"{base_url} unreachable: no answer within {timeout_s:g} s"
+    except requests.RequestException as exc:
+        errno = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(exc))
+        return f"{base_url} unreachable: {errno.group(1).strip() if errno else type(exc).__name__}"
 
 
 _LIVE: dict[int, "ServerProcess"] = {}

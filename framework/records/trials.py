@@ -32,6 +32,7 @@ class LaunchRow(_Row):
     seed: int
     ok: bool
     exit_code: int | None = None
+    reachable: bool | None = None  # False: an endpoint that never answered (no evidence, framework.evidence)
     error: str | None = None
     log_tail: list[str] = []
     startup_s: float | None = None
