@@ -584,7 +584,7 @@ def _attempts_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _server_summary(info: dict[str, Any] | None) -> dict[str, Any] | None:
     if not info:
         return None
-    keep = ("version", "model_path", "tp_size", "sim_profile", "sim_speedup", "backend")
+    keep = ("version", "sim_version", "model_path", "tp_size", "sim_profile", "sim_speedup", "backend")
     return {k: info.get(k) for k in keep if k in info} | {"server_args": info}
 
 

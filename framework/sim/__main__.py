@@ -18,8 +18,9 @@ from typing import TextIO
 import uvicorn
 
 from framework.sim import model
-from framework.sim.args import SimServerArgs, build_parser, parse_server_args
+from framework.sim.args import SimServerArgs, build_parser, parse_server_args, resolved_server_args
 from framework.sim.engine import Engine
+from framework.sim.flags import ServerArgsError
 from framework.sim.profile import Profile, ProfileError, load_profile
 from framework.sim.server import Metrics, ServerState, build_request_models, create_app, sim_backend_info
 
@@ -34,10 +35,7 @@ def _setup_logging(level: str) -> None:
 
 
 def _server_args_line(args: SimServerArgs, seed: int) -> str:
-    fields = args.model_dump()
-    fields["random_seed"] = seed
-    if fields.get("api_key"):
-        fields["api_key"] = "***"
+    fields = resolved_server_args(args, seed)
     return "server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
 
 
@@ -116,8 +114,16 @@ async def _serve(state: ServerState, prof: Profile, server: uvicorn.Server, star
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_server_args(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parse_server_args(sys.argv[1:] if argv is None else argv)
+    except ServerArgsError as exc:  # SGLang dies in ServerArgs.__post_init__ with a traceback, exit 1
+        sys.stderr.write("Traceback (most recent call last):\n"
+                         '  File "<site-packages>/sglang/srt/server_args.py", in __post_init__\n'
+                         f"ValueError: {exc}\n")
+        return 1
     _setup_logging(args.log_level)
+    for line in args.warnings:
+        logging.getLogger("sglang.srt.server_args").warning(line)
     try:
         profile: Profile = load_profile(args.sim_profile)
     except ProfileError as exc:

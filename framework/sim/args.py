@@ -1,24 +1,28 @@
-"""The simulated server's command line: SGLang's flag names, parsed into a ServerArgs-like model.
+"""The simulated server's command line: all of SGLang 0.5.9's flags, resolved as SGLang resolves them.
 
-One parser serves the CLI (``python -m framework.sim``) and the pure planning helper
-(:func:`framework.sim.model.expected_metrics`), so a flag means the same thing in both places.
-Field names follow SGLang's ``ServerArgs`` so ``/get_server_info`` looks like SGLang's.
+One parser serves the CLI (``python -m framework.sim``), the pure planning helper
+(:func:`framework.sim.model.expected_metrics`) and the pre-launch check of a hypothesis
+(:mod:`framework.sim.coverage`), so a flag means the same thing everywhere. The flags come from
+the generated table (:mod:`framework.sim.flags`); :class:`SimServerArgs` is the part the
+performance model reads, plus the full resolved ServerArgs (``server_args``) that
+``/get_server_info`` returns, and SGLang's warning lines.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from framework.sim.profile import DEFAULT_PROFILE
+from framework.sim import flags
+from framework.sim.profile import DEFAULT_PROFILE, ProfileError, load_profile
 
-SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
 
 class SimServerArgs(BaseModel):
-    """SGLang's ServerArgs subset the sim understands, plus the ``sim_*`` options."""
+    """What the performance model reads (SGLang's field names, resolved), plus the ``sim_*`` options."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -30,7 +34,7 @@ class SimServerArgs(BaseModel):
     enable_flashinfer_allreduce_fusion: bool = False
     enable_torch_symm_mem: bool = False
     disable_custom_all_reduce: bool = False
-    speculative_algorithm: Literal["EAGLE", "EAGLE3", "NEXTN"] | None = None
+    speculative_algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"] | None = None
     speculative_draft_model_path: str | None = None
     speculative_num_steps: int | None = Field(None, ge=1)
     speculative_eagle_topk: int | None = Field(None, ge=1)
@@ -38,6 +42,8 @@ class SimServerArgs(BaseModel):
     cuda_graph_max_bs: int | None = Field(None, ge=1)
     disable_cuda_graph: bool = False
     mem_fraction_static: float | None = Field(None, gt=0, le=1)
+    max_running_requests: int | None = Field(None, ge=1)
+    context_length: int | None = Field(None, ge=1)
     random_seed: int | None = None
     enable_metrics: bool = False
     log_level: str = "info"
@@ -48,59 +54,78 @@ class SimServerArgs(BaseModel):
     sim_noise_scale: float = Field(1.0, ge=0)
     sim_ground_truth: str | None = None
     sim_startup_s: float | None = Field(None, ge=0)
+    # SGLang's full ServerArgs after its resolution, the flags the command line set, its warnings
+    server_args: dict[str, Any] = {}
+    explicit: frozenset[str] = frozenset()
+    warnings: tuple[str, ...] = ()
 
     @property
     def speculative(self) -> bool:
         return self.speculative_algorithm is not None
 
 
+SIM_DEFAULTS = {"sim_profile": DEFAULT_PROFILE, "sim_speedup": 1.0, "sim_noise_scale": 1.0,
+                "sim_ground_truth": None, "sim_startup_s": None}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m framework.sim",
-        description="Simulated SGLang server (SGLang's flags and HTTP API, a performance model behind them).",
+        description=f"Simulated SGLang {flags.sglang_version()} server (SGLang's flags and HTTP API, a performance "
+                    "model behind them).",
     )
-    p.add_argument("--model-path", "--model", dest="model_path", required=True)
-    p.add_argument("--tokenizer-path", dest="tokenizer_path")
-    p.add_argument("--tp-size", "--tp", dest="tp_size", type=int, default=1)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--enable-flashinfer-allreduce-fusion", action="store_true")
-    p.add_argument("--enable-torch-symm-mem", action="store_true")
-    p.add_argument("--disable-custom-all-reduce", action="store_true")
-    p.add_argument("--speculative-algorithm", choices=SPEC_ALGORITHMS)
-    p.add_argument("--speculative-draft-model-path")
-    p.add_argument("--speculative-num-steps", type=int)
-    p.add_argument("--speculative-eagle-topk", type=int)
-    p.add_argument("--speculative-num-draft-tokens", type=int)
-    p.add_argument("--cuda-graph-max-bs", type=int)
-    p.add_argument("--disable-cuda-graph", action="store_true")
-    p.add_argument("--mem-fraction-static", type=float)
-    p.add_argument("--random-seed", type=int)
-    p.add_argument("--enable-metrics", action="store_true")
-    p.add_argument("--log-level", default="info")
-    p.add_argument("--api-key")
-    p.add_argument("--served-model-name")
+    flags.add_sglang_flags(p)
     sim = p.add_argument_group("simulator")
-    sim.add_argument("--sim-profile", default=DEFAULT_PROFILE, help="shipped profile name or YAML path")
-    sim.add_argument("--sim-speedup", type=float, default=1.0,
+    s = argparse.SUPPRESS
+    sim.add_argument("--sim-profile", default=s, help="shipped profile name or YAML path")
+    sim.add_argument("--sim-speedup", type=float, default=s,
                      help="run the model clock this many times faster than wall time")
-    sim.add_argument("--sim-noise-scale", type=float, default=1.0, help="0: deterministic mean model")
-    sim.add_argument("--sim-ground-truth", metavar="PATH", help="write one JSON line per emitted chunk")
-    sim.add_argument("--sim-startup-s", type=float, help="model seconds of start-up (default: the profile's)")
+    sim.add_argument("--sim-noise-scale", type=float, default=s, help="0: deterministic mean model")
+    sim.add_argument("--sim-ground-truth", metavar="PATH", default=s,
+                     help="write one JSON line per emitted chunk")
+    sim.add_argument("--sim-startup-s", type=float, default=s,
+                     help="model seconds of start-up (default: the profile's)")
     return p
 
 
+MODEL_FIELDS = [n for n in SimServerArgs.model_fields if n not in ("server_args", "explicit", "warnings")
+                and not n.startswith("sim_")]
+
+
 def parse_server_args(argv: list[str], *, require_model_path: bool = True) -> SimServerArgs:
-    """Parse an SGLang-style argv. Bad flags exit 2 with argparse's usage message, as SGLang does."""
+    """Parse an SGLang argv. Bad flags exit 2 with argparse's usage message, as SGLang does.
+
+    A combination SGLang's own resolution rejects raises :class:`flags.ServerArgsError`
+    (SGLang dies at start-up with it).
+    """
     argv = list(argv)
     if not require_model_path and not any(a in ("--model-path", "--model") or a.startswith("--model-path=")
                                            for a in argv):
         argv = ["--model-path", "sim-model", *argv]
     parser = build_parser()
-    ns = parser.parse_args(argv)
-    values = {k: v for k, v in vars(ns).items() if v is not None}
+    given = vars(parser.parse_args(argv))
+    sim = {**SIM_DEFAULTS, **{k: v for k, v in given.items() if k.startswith("sim_")}}
+    cli = {**flags.flag_defaults(), **{k: v for k, v in given.items() if not k.startswith("sim_")}}
     try:
-        return SimServerArgs(**values)
+        gpu_mem = load_profile(sim["sim_profile"]).hardware.get("gpu_memory_mib")
+    except ProfileError:
+        gpu_mem = None  # reported by the caller that loads the profile
+    resolved = flags.resolve(cli, float(gpu_mem) if gpu_mem else None, set(given) - set(sim))
+    a = resolved.args
+    values = {k: a[k] for k in MODEL_FIELDS if k in a}
+    try:
+        return SimServerArgs(**values, **sim, server_args=a, explicit=frozenset(resolved.explicit),
+                             warnings=tuple(resolved.warnings))
     except Exception as exc:  # pydantic range checks -> argparse-style error, exit 2
         parser.error(str(exc).splitlines()[-1] if str(exc) else repr(exc))
         raise  # unreachable
+
+
+def resolved_server_args(args: SimServerArgs, seed: int) -> dict:
+    """SGLang's full ServerArgs as this launch resolved it (the seed drawn when none was given)."""
+    fields = dict(args.server_args)
+    fields["random_seed"] = seed
+    for secret in ("api_key", "admin_api_key"):
+        if fields.get(secret):
+            fields[secret] = "***"
+    return fields

@@ -190,6 +190,9 @@ class Engine:
                 if time.perf_counter() >= first:
                     self._deadline, busy = first, True
                 continue
+            cap = self.args.max_running_requests
+            if cap is not None:  # SGLang admits no more than --max-running-requests into the batch
+                ready = ready[:max(0, cap - len(self._running))]
             self.num_waiting = len(self._pending) - len(ready)
             if ready:
                 batch, kind = ready, "prefill"

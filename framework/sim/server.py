@@ -36,8 +36,9 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from framework.sim import model
-from framework.sim.args import SimServerArgs
+from framework.sim.args import SimServerArgs, resolved_server_args
 from framework.sim.engine import Chunk, SimRequest
+from framework.sim.flags import sglang_version
 from framework.sim.profile import Profile
 
 log = logging.getLogger("framework.sim.server")
@@ -622,29 +623,24 @@ async def _openai(state: ServerState, request: Request, obj: CompletionRequest |
 
 
 def server_info_dict(state: ServerState) -> dict[str, Any]:
-    """SGLang's ServerArgs field names, with speculative defaults filled in as SGLang does, then the
-    backend's own fields (``backend_info``: which backend, its version, what it runs on)."""
+    """SGLang's ``/get_server_info``: the full resolved ServerArgs (SGLang's field names), then the
+    backend's own fields (``backend_info``: which backend, the SGLang version it serves as, what it runs on)."""
     a = state.args
-    spec = state.engine.spec
-    info = a.model_dump()
-    info.update({
-        "tokenizer_path": a.tokenizer_path or a.model_path,
-        "served_model_name": state.model_name,
-        "random_seed": state.seed,
-        "api_key": "***" if a.api_key else None,
-        "cuda_graph_max_bs": a.cuda_graph_max_bs or model.DEFAULT_CUDA_GRAPH_MAX_BS,
-        "speculative_num_steps": spec.num_steps if spec else a.speculative_num_steps,
-        "speculative_eagle_topk": spec.topk if spec else a.speculative_eagle_topk,
-        "speculative_num_draft_tokens": spec.num_draft_tokens if spec else a.speculative_num_draft_tokens,
-        **state.backend_info,
-    })
+    if getattr(a, "server_args", None):
+        info = resolved_server_args(a, state.seed)
+    else:  # an engine whose args carry no resolved ServerArgs
+        info = a.model_dump()
+        info.update({"tokenizer_path": a.tokenizer_path or a.model_path, "served_model_name": state.model_name,
+                     "random_seed": state.seed, "api_key": "***" if a.api_key else None})
+    info.update(state.backend_info)
     return info
 
 
 def sim_backend_info(profile: Profile, args: SimServerArgs) -> dict[str, Any]:
     """The sim's own ``/get_server_info`` fields: which profile it models, at what speed-up."""
     return {
-        "version": profile.version,
+        "version": sglang_version(),  # the SGLang release whose flags and API the sim serves
+        "sim_version": profile.version,
         "backend": "sim",
         "sim_profile": profile.name,
         "sim_profile_description": profile.description,

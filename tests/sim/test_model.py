@@ -149,7 +149,7 @@ def test_spec_defaults_follow_sglang():
     s = model.spec_config(p, parse_server_args(["--model-path", "m", "--speculative-algorithm", "EAGLE3"]))
     assert (s.num_steps, s.topk, s.num_draft_tokens) == (3, 1, 4)
     s5 = model.spec_config(p, parse_server_args(["--model-path", "m", "--speculative-algorithm", "EAGLE",
-                                                 "--speculative-num-steps", "5"]))
+                                                 "--speculative-num-steps", "5", "--speculative-eagle-topk", "1"]))
     assert s5.num_draft_tokens == 6 and model.profile_accept_mean(p, s5) > 2.35
 
 

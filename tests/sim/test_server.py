@@ -63,7 +63,7 @@ def test_native_generate_and_info(sim_factory):
 
     info = requests.get(sim.url + "/get_server_info", timeout=5).json()
     assert info["backend"] == "sim" and info["speculative_algorithm"] == "EAGLE3" and info["tp_size"] == 8
-    assert info["version"].endswith("-sim") and info["sim_speedup"] == 50
+    assert info["version"] == "0.5.9" and info["sim_version"].endswith("-sim") and info["sim_speedup"] == 50
     assert info["internal_states"][0]["avg_spec_accept_length"] > 1
     assert requests.get(sim.url + "/server_info", timeout=5).status_code == 200
     assert requests.get(sim.url + "/get_model_info", timeout=5).json()["is_generation"] is True
