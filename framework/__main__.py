@@ -47,6 +47,12 @@ def _kv(args: list[str]) -> dict[str, str]:
 def cmd_run(args: list[str]) -> int:
     from framework.app import EXIT_NO_DATA, NO_DATA_RUNS, hydra_run, precheck
 
+    import os
+
+    from framework.redaction import secret_overrides
+
+    args, hidden = secret_overrides(args)  # secret values reach Hydra as ${oc.env:...}, never its files
+    os.environ.update(hidden)
     if not any(a in ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i") or a.startswith("--cfg")
                for a in args):
         precheck(args)

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from framework.execution.backends import BackendSettings
+from framework.redaction import MIN_LENGTH
 from framework.spec import SpecError
 
 MISSING = "???"
@@ -40,6 +41,9 @@ def backend_settings(raw: dict[str, Any], source: str = "command line") -> Backe
         backend = BackendSettings.model_validate(raw)
     except ValidationError as exc:
         raise SpecError(source, *pydantic_problem(exc, "backend")) from None
+    if backend.api_key is not None and len(backend.api_key) < MIN_LENGTH:
+        raise SpecError(source, "backend.api_key", f"at least {MIN_LENGTH} characters: a shorter key could not be "
+                                                   f"told apart from other text when it is redacted")
     if backend.name == "endpoint":
         if not backend.url:
             raise SpecError(source, "backend.url", "the endpoint backend needs backend.url=http://HOST:PORT")

@@ -39,6 +39,7 @@ from framework.execution.launcher import (
     ENDPOINT_PROBE_S, LaunchError, ServerProcess, free_port, install_signal_handlers, unreachable,
 )
 from framework.preflight import backend_settings
+from framework.redaction import Redactor, ledger_salt, secret_values
 from framework.progress import RunProgress, make_console, print_noise, print_verdict_table
 from framework.records.models import (
     ConditionRecord, HypothesisRef, LaunchCounts, PredictionRecord, TrialsRef, VerdictRecord,
@@ -76,6 +77,7 @@ class RunContext:
     progress: bool = True
     report: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
+    redactor: Redactor = field(default_factory=Redactor)
 
 
 def project_root() -> Path:
@@ -191,13 +193,15 @@ def _resume_dir(path: Path, run_dir: Path) -> Path:
 class TrialsWriter:
     """Append-only JSONL, one line per event, flushed at once (threads share it under a lock)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
         self.path = path
+        self.redactor = redactor or Redactor()
         self._lock = threading.Lock()
         self._f = open(path, "a", encoding="utf-8")
         self.rows: list[dict[str, Any]] = []
 
     def write(self, row: dict[str, Any]) -> None:
+        row = self.redactor.scrub(row)
         line = json.dumps(row, separators=(",", ":"), sort_keys=True) + "\n"
         with self._lock:
             self._f.write(line)
@@ -283,6 +287,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
             startup = server.wait_ready()
         except LaunchError as exc:
             server.stop()
+            ctx.redactor.scrub_file(log_path)
             writer.write(LaunchRow(
                 **common, replicate=planned.replicate, block=planned.block, attempt=attempt, seed=planned.seed,
                 ok=False, exit_code=exc.exit_code, error=failure_line(exc.message, exc.log_tail),
@@ -311,6 +316,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
     finally:
         if server is not None:
             server.stop()
+            ctx.redactor.scrub_file(server.spec.log_path)
         writer.sync()
 
 
@@ -337,7 +343,11 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     settings = analysis_settings(ctx.design)
     reg_hash, amended = registration.check_or_amend(ctx.ledger, ctx.hypothesis_path, settings, ctx.allow_amend)
 
-    writer = TrialsWriter(ctx.run_dir / "trials.jsonl")
+    secrets = tuple(secret_values(ctx.config.get("backend") or {}))
+    if secrets:
+        ctx.redactor = Redactor(secrets, ledger_salt(ctx.ledger))
+        ctx.config = ctx.redactor.scrub(ctx.config)
+    writer = TrialsWriter(ctx.run_dir / "trials.jsonl", ctx.redactor)
     try:
         reused, attempts = _reuse(ctx, writer)
         measured = measure(ctx, writer, reused, attempts, console)
@@ -355,7 +365,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
                       f"backend.speedup (now {ctx.backend.speedup:g})[/yellow]")
     record = build_record(ctx, writer, measured, settings, reg_hash=reg_hash, amended=amended, lag=lag,
                           started=started)
-    stored = ledger.append(ctx.ledger, record.to_json_dict())
+    stored = ledger.append(ctx.ledger, ctx.redactor.scrub(record.to_json_dict()))
     (ctx.run_dir / "verdict.json").write_text(json.dumps(stored, indent=2) + "\n", encoding="utf-8")
     (ctx.run_dir / "summary.md").write_text(summary_markdown(stored), encoding="utf-8")
     print_noise(console, stored)
@@ -367,6 +377,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
             write_report(ctx.run_dir)
         except Exception as exc:  # a report is a convenience; the verdict is already safe
             console.print(f"[yellow]report not written: {escape(str(exc))}[/yellow]")
+    ctx.redactor.scrub_tree(ctx.run_dir)  # server logs, .hydra/ (a key set in a config file), the report
     console.print(escape(f"ledger: {ctx.ledger}  run: {ctx.run_dir}"), highlight=False)
     return stored
 

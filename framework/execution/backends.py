@@ -44,6 +44,7 @@ class BackendSettings(BaseModel):
         return self.speedup if self.name == "sim" else 1.0
 
 
+SIM_API_KEY_ENV = "SIM_API_KEY"  # the simulator reads its API key from this variable
 DEFAULT_MODULE = {"sim": "framework.sim", "sglang": "sglang.launch_server"}
 
 
@@ -70,8 +71,11 @@ def server_spec(
         *design.server_args_for(h, exp, cond),
         *backend.extra_args,
     ]
-    if backend.api_key:
-        argv += ["--api-key", backend.api_key]
+    env = {**backend.env, **design.env_for(h, cond)}
+    if backend.api_key and backend.name == "sim":
+        env[SIM_API_KEY_ENV] = backend.api_key  # kept out of argv (ps, trials)
+    elif backend.api_key:
+        argv += ["--api-key", backend.api_key]  # SGLang takes it only as a flag
     if backend.name == "sim":
         argv += [
             "--sim-profile", design.sim_profile_for(h, exp, cond),
@@ -80,7 +84,6 @@ def server_spec(
         ]
         if backend.ground_truth:
             argv += ["--sim-ground-truth", str(log_path.with_suffix(".chunks.jsonl"))]
-    env = {**backend.env, **design.env_for(h, cond)}
     return ServerSpec(
         argv=argv, host=backend.host, port=port, log_path=log_path, env=env,
         ready_timeout_s=backend.ready_timeout_s, api_key=backend.api_key,

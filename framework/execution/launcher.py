@@ -137,7 +137,8 @@ class ServerProcess:
     def start(self) -> "ServerProcess":
         spec = self.spec
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **spec.env}
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("FRAMEWORK_SECRET_")}  # redaction
+        env = {**inherited, **spec.env}
         use_pdeathsig = sys.platform == "linux" and threading.current_thread() is threading.main_thread()
         with open(spec.log_path, "ab") as log:
             self.proc = subprocess.Popen(  # noqa: S603 - an argv list, never a shell

@@ -11,6 +11,7 @@ performance model reads, plus the full resolved ServerArgs (``server_args``) tha
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from framework.sim import flags
 from framework.sim.profile import DEFAULT_PROFILE, ProfileError, load_profile
 
+API_KEY_ENV = "SIM_API_KEY"  # read when --api-key is not given, so launchers keep the key out of argv
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
 
@@ -106,6 +108,8 @@ def parse_server_args(argv: list[str], *, require_model_path: bool = True) -> Si
     given = vars(parser.parse_args(argv))
     sim = {**SIM_DEFAULTS, **{k: v for k, v in given.items() if k.startswith("sim_")}}
     cli = {**flags.flag_defaults(), **{k: v for k, v in given.items() if not k.startswith("sim_")}}
+    if not cli.get("api_key") and os.environ.get(API_KEY_ENV):  # the key out of argv (ps)
+        cli["api_key"] = os.environ[API_KEY_ENV]
     try:
         gpu_mem = load_profile(sim["sim_profile"]).hardware.get("gpu_memory_mib")
     except ProfileError:

@@ -1,0 +1,131 @@
+"""Secrets never persist: API keys and secret-named environment values are kept out of every file a run writes.
+
+What is secret: `backend.api_key`, and every `backend.env` entry whose name says so (`HF_TOKEN`,
+`OPENAI_API_KEY`, `AWS_SECRET_ACCESS_KEY`, ...: `is_secret_name`). Where they go:
+
+- on the command line, `secret_overrides` moves each value into this process's environment and
+  hands Hydra an `${oc.env:...}` interpolation instead, so `.hydra/` and a sweep's
+  `multirun.yaml` never hold the value (Hydra saves the config unresolved);
+- the server gets the key through its environment where it reads one (the sim: `SIM_API_KEY`);
+  SGLang takes it only as `--api-key` (visible in `ps` to users of the machine; see the README);
+- everything the framework writes (trials rows, the ledger record, `verdict.json`, reports, the
+  server's log once it stopped, `.hydra/` for keys set in config files) goes through a
+  `Redactor`, which replaces each secret by a marker with a salted fingerprint:
+  `[redacted hmac-sha256:0123456789ab]`. The salt is random per ledger (`LEDGER.salt`, mode
+  0600), so runs on one ledger show whether they used the same key without revealing it.
+
+A secret is replaced wherever it occurs, so it must be long enough not to occur by chance: an
+`api_key` shorter than `MIN_LENGTH` characters is refused before the run starts, and a
+secret-named env value that short (`MAX_TOKENS=512`) is not treated as a secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SECRET_NAME = re.compile(
+    r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)(_|$)", re.IGNORECASE)
+ENV_PREFIX = "FRAMEWORK_SECRET_"  # the variables `secret_overrides` uses; never passed on to servers
+MIN_LENGTH = 8
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))
+
+
+def _secret_key(key: str) -> bool:
+    """Whether an override key (without +/++/~) names a secret setting."""
+    if key == "backend.api_key":
+        return True
+    head, _, name = key.rpartition(".")
+    return head == "backend.env" and is_secret_name(name)
+
+
+def secret_overrides(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(args with every secret value replaced by an `${oc.env:VAR}` interpolation, {VAR: value})."""
+    out: list[str] = []
+    env: dict[str, str] = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        bare = key.lstrip("+~")
+        if sep and _secret_key(bare) and value and not value.startswith("${"):
+            var = ENV_PREFIX + re.sub(r"\W", "_", bare).upper()
+            env[var] = value
+            arg = f"{key}=${{oc.env:{var}}}"
+        out.append(arg)
+    return out, env
+
+
+def secret_values(backend: dict[str, Any]) -> list[str]:
+    """The secret values of a resolved `backend` group."""
+    values = [backend.get("api_key")]
+    values += [v for k, v in (backend.get("env") or {}).items() if is_secret_name(str(k))]
+    return sorted({str(v) for v in values if v is not None and len(str(v)) >= MIN_LENGTH}, key=len, reverse=True)
+
+
+def fingerprint(value: str, salt: bytes) -> str:
+    return hmac.new(salt, value.encode("utf-8"), hashlib.sha256).hexdigest()[:12]
+
+
+def ledger_salt(ledger: Path) -> bytes:
+    """The ledger's fingerprint salt (`LEDGER.salt`, 16 random bytes, mode 0600), created on first use."""
+    path = Path(f"{ledger}.salt")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return bytes.fromhex(path.read_text(encoding="ascii").strip())
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(os.urandom(16).hex() + "\n")
+    return bytes.fromhex(path.read_text(encoding="ascii").strip())
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """Replaces known secret values by `[redacted hmac-sha256:...]` in strings, nested data and files."""
+
+    secrets: tuple[str, ...] = ()
+    salt: bytes = b""
+
+    def marker(self, value: str) -> str:
+        return f"[redacted hmac-sha256:{fingerprint(value, self.salt)}]"
+
+    def text(self, s: str) -> str:
+        for value in self.secrets:
+            if value in s:
+                s = s.replace(value, self.marker(value))
+        return s
+
+    def scrub(self, obj: Any) -> Any:
+        if not self.secrets:
+            return obj
+        if isinstance(obj, str):
+            return self.text(obj)
+        if isinstance(obj, dict):
+            return {self.scrub(k): self.scrub(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(self.scrub(v) for v in obj)
+        return obj
+
+    def scrub_file(self, path: Path) -> None:
+        """Rewrite a text file with every secret replaced (atomically); no-op when none occurs."""
+        if not self.secrets or not path.is_file():
+            return
+        data = path.read_bytes()
+        if not any(v.encode("utf-8") in data for v in self.secrets):
+            return
+        text = data.decode("utf-8", errors="surrogateescape")
+        for value in self.secrets:
+            text = text.replace(value, self.marker(value))
+        tmp = path.with_name(path.name + ".redacting")
+        tmp.write_bytes(text.encode("utf-8", errors="surrogateescape"))
+        os.replace(tmp, path)
+
+    def scrub_tree(self, root: Path) -> None:
+        for path in sorted(root.rglob("*")) if root.is_dir() else []:
+            self.scrub_file(path)

@@ -1,0 +1,88 @@
+"""Secrets never persist: a planted API key and token appear in no file a run writes."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+from cli_helpers import framework, ledger_records
+from framework.design import conditions
+from framework.execution.backends import BackendSettings, server_spec
+from framework.redaction import Redactor, is_secret_name, ledger_salt, secret_overrides, secret_values
+from framework.spec import load_experiment, load_hypothesis
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "PLANTED-api-key-7f3a9c"
+TOKEN = "PLANTED-hf-token-c4e1d2"
+
+SINGLE = """\
+name: secret_smoke
+statement: The server starts and serves with an API key.
+experiment: rtx_pro_6000_tp8
+factors:
+  rig: {reference: here, levels: {here: {}}}
+predictions:
+  - {id: serves, kind: launches, where: {rig: here}, expect: starts}
+design: {launches: 2, requests: 1, warmup: 0}
+"""
+
+
+def test_secret_names():
+    assert all(map(is_secret_name, ["HF_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "APIKEY"]))
+    assert not any(map(is_secret_name, ["CUDA_VISIBLE_DEVICES", "NCCL_DEBUG", "TOKENIZERS_PARALLELISM", "KEYS"]))
+
+
+def test_secret_overrides_become_env_interpolations():
+    args, env = secret_overrides(["hypothesis=x", f"backend.api_key={KEY}", f"+backend.env.HF_TOKEN={TOKEN}",
+                                  "backend.env.NCCL_DEBUG=INFO"])
+    assert args[0] == "hypothesis=x" and args[3] == "backend.env.NCCL_DEBUG=INFO"
+    assert KEY not in " ".join(args) and TOKEN not in " ".join(args)
+    assert args[1] == "backend.api_key=${oc.env:FRAMEWORK_SECRET_BACKEND_API_KEY}"
+    assert sorted(env.values()) == sorted([KEY, TOKEN])
+
+
+def test_redactor_marks_with_a_salted_fingerprint(tmp_path):
+    salt = ledger_salt(tmp_path / "v.jsonl")
+    assert stat.S_IMODE((tmp_path / "v.jsonl.salt").stat().st_mode) == 0o600
+    assert ledger_salt(tmp_path / "v.jsonl") == salt  # one salt per ledger: same key, same fingerprint
+    r = Redactor(tuple(secret_values({"api_key": KEY, "env": {"HF_TOKEN": TOKEN, "MAX_TOKEN": "512"}})), salt)
+    out = r.scrub({"argv": ["--api-key", KEY], "note": f"Bearer {KEY}", "n": 3, "env": {"MAX_TOKEN": "512"}})
+    assert KEY not in json.dumps(out) and out["n"] == 3 and out["env"] == {"MAX_TOKEN": "512"}
+    assert out["argv"][1] == r.marker(KEY) and out["argv"][1].startswith("[redacted hmac-sha256:")
+    assert Redactor((KEY,), b"other salt").marker(KEY) != r.marker(KEY)
+
+
+def test_the_sim_gets_its_key_through_the_environment_not_argv():
+    h = load_hypothesis(ROOT / "hypotheses" / "eagle3_allreduce.yaml")
+    exp = load_experiment(ROOT / "experiments" / "rtx_pro_6000_tp8.yaml")
+    cond = conditions(h)[0]
+    for name, in_argv in (("sim", False), ("sglang", True)):  # SGLang takes it only as --api-key
+        spec = server_spec(BackendSettings(name=name, api_key=KEY), exp, h, cond, port=1, seed=0,
+                           log_path=Path("x.log"))
+        assert (KEY in spec.argv) is in_argv and (spec.env.get("SIM_API_KEY") == KEY) is (not in_argv)
+
+
+def test_a_short_api_key_is_refused_before_anything_starts(workdir):
+    out = framework("run", "hypothesis=eagle3_allreduce", "backend.api_key=short", cwd=workdir)
+    assert out.returncode == 2 and "backend.api_key" in out.stderr and "Traceback" not in out.stderr
+    assert not (workdir / "outputs").exists()
+
+
+def test_a_planted_key_is_in_no_file_a_run_writes(workdir):
+    hyp = workdir / "hyp"
+    hyp.mkdir()
+    (hyp / "secret_smoke.yaml").write_text(SINGLE)
+    out = framework("run", "hypothesis=secret_smoke", f"paths.hypotheses={hyp}", f"backend.api_key={KEY}",
+                    f"+backend.env.HF_TOKEN={TOKEN}", "backend.ground_truth=true", cwd=workdir)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert KEY not in out.stdout + out.stderr and TOKEN not in out.stdout + out.stderr
+    written = [p for p in workdir.rglob("*") if p.is_file() and p.parent != hyp]
+    assert len(written) > 10  # trials, verdict, summary, report, logs, .hydra/, ledger, head, salt
+    leaks = [str(p) for p in written if b"PLANTED" in p.read_bytes()]
+    assert leaks == []
+    record = ledger_records(workdir / "verdicts.jsonl")[-1]
+    assert record["verdict"] == "supported"  # the sim demanded the key (it got it) and served
+    assert record["environment"]["server"]["server_args"]["api_key"] == "***"
+    assert record["config"]["backend"]["api_key"].startswith("[redacted hmac-sha256:")
+    assert framework("audit", cwd=workdir).returncode == 0
