@@ -96,6 +96,7 @@ def measure_request(
     prompt_tokens = len(body.get("input_ids") or [])
     t0 = time.perf_counter()
     error: str | None = None
+    error_class: str | None = None
     finished = False
     seen = 0
     try:
@@ -103,7 +104,7 @@ def measure_request(
             base_url + "/generate", json=body, stream=True, timeout=(10.0, timeout_s), headers=headers
         ) as resp:
             if resp.status_code != 200:
-                error = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                error, error_class = f"HTTP {resp.status_code}: {resp.text[:300]}", "http_error"
             else:
                 buffer = b""
                 for piece in resp.iter_content(chunk_size=None):
@@ -126,21 +127,26 @@ def measure_request(
                         if meta.get("finish_reason"):
                             finished = True
                     if time.perf_counter() - t0 > timeout_s:
-                        error = f"timed out after {timeout_s:.0f} s"
+                        error, error_class = f"timed out after {timeout_s:.0f} s", "timeout"
                         break
                 if error is None and not finished:
                     error = f"stream ended before the request finished ({seen} tokens received)"
+                    error_class = "stream_cut"
     except (requests.RequestException, ValueError) as exc:
         if isinstance(exc, requests.exceptions.ChunkedEncodingError):
             error = f"stream ended before the request finished ({seen} tokens received): {exc}"
+            error_class = "stream_cut"
         elif isinstance(exc, requests.Timeout) or "timed out" in str(exc):
-            error = f"timed out: no data for {timeout_s:g} s ({seen} tokens received)"
+            error, error_class = f"timed out: no data for {timeout_s:g} s ({seen} tokens received)", "timeout"
+        elif not isinstance(exc, requests.RequestException):  # ValueError: an event that is not JSON
+            error, error_class = f"malformed event after {seen} tokens: {type(exc).__name__}: {exc}", "malformed_stream"
         else:
-            error = f"{type(exc).__name__}: {exc}"
+            error, error_class = f"{type(exc).__name__}: {exc}", "connection"
     e2e = time.perf_counter() - t0
     row: dict[str, Any] = {
         "ok": error is None,
         "error": error,
+        "error_class": error_class,  # http_error, timeout, stream_cut, malformed_stream or connection
         "prompt_tokens": int(meta.get("prompt_tokens", prompt_tokens)),
         "chunk_times_s": [round(t, 7) for t in times],
         "chunk_tokens": tokens,

@@ -17,7 +17,7 @@ from typing import TextIO
 
 import uvicorn
 
-from framework.sim import model
+from framework.sim import faults, model
 from framework.sim.args import SimServerArgs, build_parser, parse_server_args, resolved_server_args
 from framework.sim.engine import Engine
 from framework.sim.flags import ServerArgsError
@@ -107,6 +107,7 @@ async def _serve(state: ServerState, prof: Profile, server: uvicorn.Server, star
     log.info(f"[sim] profile={prof.name} allreduce={step.allreduce_impl} decode_step_ms={step.total_us / 1e3:.3f} "
              f"speedup={args.sim_speedup} noise_scale={args.sim_noise_scale}")
     log.info(f"INFO:     Uvicorn running on http://{args.host}:{server.config.port} (Press CTRL+C to quit)")
+    await faults.before_ready(args.sim_faults)
     state.ready = True
     log.info("The server is fired up and ready to roll!")
     await serve_task
@@ -130,12 +131,13 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().error(f"--sim-profile: {exc}")
     seed = args.random_seed if args.random_seed is not None else int.from_bytes(os.urandom(4), "little")
     log.info(_server_args_line(args, seed))
+    faults.crash_at_start(args.sim_faults)
     ground_truth: TextIO | None = open(args.sim_ground_truth, "a", encoding="utf-8") if args.sim_ground_truth else None
     engine = Engine(profile, args, seed, defer_random=True)
     metrics = Metrics({"model_name": args.served_model_name or args.model_path}) if args.enable_metrics else None
     state = ServerState(args=args, engine=engine, seed=seed, backend_info=sim_backend_info(profile, args),
                         ground_truth=ground_truth, metrics=metrics)
-    app = create_app(state)
+    app = faults.wrap(create_app(state), args.sim_faults, seed)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=2, lifespan="off", ws="none")
     server = uvicorn.Server(config)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from framework.sim import flags
+from framework.sim.faults import FaultPlan, add_arguments as add_fault_arguments, plan_from_values
 from framework.sim.profile import DEFAULT_PROFILE, ProfileError, load_profile
 
 API_KEY_ENV = "SIM_API_KEY"  # read when --api-key is not given, so launchers keep the key out of argv
@@ -60,6 +61,7 @@ class SimServerArgs(BaseModel):
     server_args: dict[str, Any] = {}
     explicit: frozenset[str] = frozenset()
     warnings: tuple[str, ...] = ()
+    sim_faults: FaultPlan | None = None  # --sim-fault-* / --sim-fault-plan (framework.sim.faults)
 
     @property
     def speculative(self) -> bool:
@@ -87,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write one JSON line per emitted chunk")
     sim.add_argument("--sim-startup-s", type=float, default=s,
                      help="model seconds of start-up (default: the profile's)")
+    add_fault_arguments(p)
     return p
 
 
@@ -106,6 +109,10 @@ def parse_server_args(argv: list[str], *, require_model_path: bool = True) -> Si
         argv = ["--model-path", "sim-model", *argv]
     parser = build_parser()
     given = vars(parser.parse_args(argv))
+    try:
+        fault_plan = plan_from_values(given)  # pops the sim_fault_* values
+    except ValueError as exc:
+        parser.error(str(exc))
     sim = {**SIM_DEFAULTS, **{k: v for k, v in given.items() if k.startswith("sim_")}}
     cli = {**flags.flag_defaults(), **{k: v for k, v in given.items() if not k.startswith("sim_")}}
     if not cli.get("api_key") and os.environ.get(API_KEY_ENV):  # the key out of argv (ps)
@@ -119,7 +126,7 @@ def parse_server_args(argv: list[str], *, require_model_path: bool = True) -> Si
     values = {k: a[k] for k in MODEL_FIELDS if k in a}
     try:
         return SimServerArgs(**values, **sim, server_args=a, explicit=frozenset(resolved.explicit),
-                             warnings=tuple(resolved.warnings))
+                             warnings=tuple(resolved.warnings), sim_faults=fault_plan)
     except Exception as exc:  # pydantic range checks -> argparse-style error, exit 2
         parser.error(str(exc).splitlines()[-1] if str(exc) else repr(exc))
         raise  # unreachable
