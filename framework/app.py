@@ -81,16 +81,18 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
 
 def precheck(overrides: list[str]) -> None:
     """Raise SpecError for anything that would make the run fail before measuring."""
-    from framework.runner import ConfigError, effective_design, load_pair
+    from framework.runner import ConfigError, effective_design, load_pair, sim_coverage_or_refuse
     from framework.preflight import backend_settings
 
     for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
         cfg = compose(variant)
         if OmegaConf.is_missing(cfg, "hypothesis"):
             raise ConfigError("command line", "hypothesis", "missing: say which, e.g. hypothesis=eagle3_allreduce")
-        h, _, _ = load_pair(cfg)
+        h, h_path, exp = load_pair(cfg)
         effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
-        backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
+        backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
+        if backend.name == "sim":
+            sim_coverage_or_refuse(h, h_path, exp, allow=bool((cfg.get("sim") or {}).get("allow_unmodelled")))
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")

@@ -109,8 +109,9 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
     for p in record["predictions"]:
         ci = f"[{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]" if p.get("ci") else "-"
         pstyle = VERDICT_STYLE[p["verdict"]]
+        marks = "".join(f"\n[bold red]{escape(m)}[/bold red]" for m in p.get("marks") or [])
         table.add_row(escape(p["id"]), p["kind"], _fmt(p.get("estimate")), escape(ci), _fmt(p.get("p_value"), ".2g"),
-                      f"[{pstyle}]{p['verdict']}[/{pstyle}]")
+                      f"[{pstyle}]{p['verdict']}[/{pstyle}]{marks}")
     console.print(table)
     for p in record["predictions"]:
         console.print(escape(f"  {p['id']}: {p['reason']}"), highlight=False)

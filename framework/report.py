@@ -388,7 +388,8 @@ def record_blocks(record: dict[str, Any], rows: list[dict[str, Any]] | None, pre
     crit = criteria(record)
     blocks.append(Heading(heading_level + 1, "Predictions"))
     blocks.append(Table(["prediction", "kind", "verdict", "estimate", "interval", "p", "criterion", "reason"], [
-        [str(p.get("id")), str(p.get("kind")), str(p.get("verdict")), _num(p.get("estimate")), _ci(p.get("ci")),
+        [str(p.get("id")), str(p.get("kind")), " — ".join([str(p.get("verdict")), *(p.get("marks") or [])]),
+         _num(p.get("estimate")), _ci(p.get("ci")),
          _p(p.get("p_value")), crit[p["id"]].text if p.get("id") in crit else "-", str(p.get("reason", ""))]
         for p in record.get("predictions") or []]))
     forest = forest_plot(record)

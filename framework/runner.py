@@ -74,6 +74,7 @@ class RunContext:
     config: dict[str, Any]
     resume: Path | None = None
     allow_amend: bool = False
+    sim_coverage: dict[str, Any] | None = None  # what the sim does not model here (backend=sim only)
     progress: bool = True
     report: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
@@ -162,6 +163,10 @@ def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunConte
             f"the endpoint backend measures one running server, but {h.name} has "
             f"{len(design_mod.conditions(h))} conditions; use backend=sim or backend=sglang",
         )
+    coverage = None
+    if backend.name == "sim":
+        sim_cfg = cfg.get("sim") or {}
+        coverage = sim_coverage_or_refuse(h, h_path, exp, allow=bool(sim_cfg.get("allow_unmodelled", False)))
     resume = Path(cfg.resume) if cfg.get("resume") else None
     if resume is not None:
         resume = _resume_dir(resume, run_dir)
@@ -169,9 +174,29 @@ def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunConte
         hypothesis=h, hypothesis_path=h_path, experiment=exp, backend=backend, design=d,
         ledger=ledger, run_dir=run_dir,
         config=OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
-        resume=resume, allow_amend=bool(cfg.allow_amend),
+        resume=resume, allow_amend=bool(cfg.allow_amend), sim_coverage=coverage,
         progress=bool(cfg.progress) and sys.stdout.isatty(), report=bool(cfg.report),
     )
+
+
+ALLOW_UNMODELLED = "sim.allow_unmodelled=true"
+
+
+def sim_coverage_or_refuse(h: Hypothesis, h_path: Path, exp: Experiment, *, allow: bool) -> dict[str, Any]:
+    """Refuse, before anything starts, a hypothesis whose levels differ in what the sim does not model
+    (framework.sim.coverage); with the override, what the record and the verdicts must say."""
+    from framework.sim import coverage
+
+    cov = coverage.check(design_mod.sim_conditions(h, exp))
+    if cov.problems:
+        raise SpecError(h_path, "server_args", f"the SGLang command line does not parse: {cov.problems[0]}")
+    if cov.refused and not allow:
+        first = cov.refused[0]
+        more = f" (and {len(cov.refused) - 1} more)" if len(cov.refused) > 1 else ""
+        raise SpecError(h_path, "factors",
+                        f"the simulator cannot answer this: {first.line()}{more}; run it on backend=sglang, or add "
+                        f"{ALLOW_UNMODELLED} to run on the sim anyway with every verdict marked not modelled")
+    return {**cov.as_dict(), "override": bool(cov.refused)}
 
 
 def _resume_dir(path: Path, run_dir: Path) -> Path:
@@ -347,6 +372,10 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     if secrets:
         ctx.redactor = Redactor(secrets, ledger_salt(ctx.ledger))
         ctx.config = ctx.redactor.scrub(ctx.config)
+    cov = ctx.sim_coverage or {}
+    for line in cov.get("unmodelled_varied") or []:
+        console.print(escape(f"warning: sim.allow_unmodelled=true: the simulator does not model this: {line}; "
+                             "every verdict of this run is marked NOT MODELLED"), style="bold red", highlight=False)
     writer = TrialsWriter(ctx.run_dir / "trials.jsonl", ctx.redactor)
     try:
         reused, attempts = _reuse(ctx, writer)
@@ -439,7 +468,8 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
         ),
         backend=backend,
         verdict=analysis.verdict,
-        predictions=[PredictionRecord(**p.model_dump()) for p in analysis.predictions],
+        predictions=[PredictionRecord(**p.model_dump(), marks=prediction_marks(ctx, p.model_dump(), lag))
+                     for p in analysis.predictions],
         conditions=[
             ConditionRecord(
                 levels=c.levels,
@@ -465,6 +495,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
             "launch_attempts": _attempts_summary(writer.rows),
             "amended": amended,
             **lag,
+            "sim_coverage": ctx.sim_coverage,
         },
         run_dir=str(ctx.run_dir),
         registration=reg_hash,
@@ -474,6 +505,15 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
 
 
 SIM_LAG_WARN = 0.01
+
+
+def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str, Any]) -> list[str]:
+    """What must be said beside a verdict: the sim ran a question it does not model (override)."""
+    marks: list[str] = []
+    cov = ctx.sim_coverage or {}
+    if cov.get("unmodelled_varied_flags"):
+        marks.append("NOT MODELLED by the sim: " + ", ".join(cov["unmodelled_varied_flags"]) + " varies")
+    return marks
 
 
 def sim_relative_lag(rows: list[dict[str, Any]]) -> float | None:
@@ -622,7 +662,8 @@ def summary_markdown(record: dict[str, Any]) -> str:
         est = f"{p['estimate']:.3f}" if p.get("estimate") is not None else "-"
         ci = f"[{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]" if p.get("ci") else "-"
         pv = f"{p['p_value']:.2g}" if p.get("p_value") is not None else "-"
-        lines.append(f"| {p['id']} | {p['kind']} | {est} | {ci} | {pv} | {p['verdict']} | {p['reason']} |")
+        verdict = " — ".join([p["verdict"], *(p.get("marks") or [])])
+        lines.append(f"| {p['id']} | {p['kind']} | {est} | {ci} | {pv} | {verdict} | {p['reason']} |")
     lines += ["", "| condition | launches ok/failed | mean |", "|---|---|---|"]
     for c in record["conditions"]:
         levels = ", ".join(f"{k}={v}" for k, v in c["levels"].items())

@@ -8,7 +8,7 @@ from rich.markup import escape
 
 from framework.progress import make_console
 
-from framework.runner import find_file, project_root
+from framework.runner import find_file, project_root, sim_coverage_or_refuse
 from framework.spec import SpecError, load_experiment, load_hypothesis
 
 
@@ -30,7 +30,8 @@ def check_file(path: Path) -> str | None:
         exp_path = find_file(str(path.parent.parent / "experiments"), h.experiment)
         if not exp_path.exists():
             raise SpecError(path, "experiment", f"no experiment file {exp_path}")
-        load_experiment(exp_path)
+        exp = load_experiment(exp_path)
+        sim_coverage_or_refuse(h, path, exp, allow=False)  # the default backend is the sim: its check too
         return None
     except SpecError as exc:
         return str(exc)

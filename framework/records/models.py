@@ -50,6 +50,7 @@ class PredictionRecord(BaseModel):
     ci: list[float] | None
     p_value: float | None
     reason: str
+    marks: list[str] = []  # what must be read beside the verdict (not modelled by the sim, unreliable)
 
 
 class TrialsRef(BaseModel):

@@ -72,8 +72,18 @@ SIM_DEFAULTS = {"sim_profile": DEFAULT_PROFILE, "sim_speedup": 1.0, "sim_noise_s
                 "sim_ground_truth": None, "sim_startup_s": None}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+class FlagError(ValueError):
+    """A command line argparse rejects (raised instead of exiting when asked to)."""
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise FlagError(message)
+
+
+def build_parser(*, raise_errors: bool = False) -> argparse.ArgumentParser:
+    kind = _RaisingParser if raise_errors else argparse.ArgumentParser
+    p = kind(
         prog="python -m framework.sim",
         description=f"Simulated SGLang {flags.sglang_version()} server (SGLang's flags and HTTP API, a performance "
                     "model behind them).",
@@ -97,17 +107,18 @@ MODEL_FIELDS = [n for n in SimServerArgs.model_fields if n not in ("server_args"
                 and not n.startswith("sim_")]
 
 
-def parse_server_args(argv: list[str], *, require_model_path: bool = True) -> SimServerArgs:
+def parse_server_args(argv: list[str], *, require_model_path: bool = True,
+                      raise_errors: bool = False) -> SimServerArgs:
     """Parse an SGLang argv. Bad flags exit 2 with argparse's usage message, as SGLang does.
 
     A combination SGLang's own resolution rejects raises :class:`flags.ServerArgsError`
-    (SGLang dies at start-up with it).
+    (SGLang dies at start-up with it). ``raise_errors``: raise :class:`FlagError` instead of exiting.
     """
     argv = list(argv)
     if not require_model_path and not any(a in ("--model-path", "--model") or a.startswith("--model-path=")
                                            for a in argv):
         argv = ["--model-path", "sim-model", *argv]
-    parser = build_parser()
+    parser = build_parser(raise_errors=raise_errors)
     given = vars(parser.parse_args(argv))
     try:
         fault_plan = plan_from_values(given)  # pops the sim_fault_* values
