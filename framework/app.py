@@ -55,7 +55,8 @@ def compose(overrides: list[str]) -> DictConfig:
 
 
 def sweep_variants(overrides: list[str]) -> list[list[str]]:
-    """One override list per value of a swept `hypothesis`, other sweeps at their first value."""
+    """Override lists that together use every value of every sweep: each swept `hypothesis` with
+    the other sweeps at their first value, plus one list per other value of every other sweep."""
     from framework.runner import ConfigError
 
     try:
@@ -64,6 +65,7 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
         raise ConfigError("command line", "overrides", str(exc).strip().splitlines()[0]) from None
     fixed: list[str] = []
     hypotheses: list[str] = []
+    alternatives: list[tuple[int, str]] = []  # (position in fixed, override) for every non-first swept value
     for ov in parsed:
         key = ov.get_key_element()
         if ov.is_sweep_override():
@@ -71,18 +73,21 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
             if key == "hypothesis":
                 hypotheses = values
                 continue
+            alternatives += [(len(fixed), f"{key}={v}") for v in values[1:]]
             fixed.append(f"{key}={values[0]}")
         else:
             fixed.append(ov.input_line if ov.input_line else f"{key}={ov.get_value_element_as_str()}")
-    if not hypotheses:
-        return [fixed]
-    return [fixed + [f"hypothesis={h}"] for h in hypotheses]
+    heads = [[f"hypothesis={h}"] for h in hypotheses] or [[]]
+    variants = [fixed + head for head in heads]
+    for pos, override in alternatives:
+        variants.append(fixed[:pos] + [override] + fixed[pos + 1:] + heads[0])
+    return variants
 
 
 def precheck(overrides: list[str]) -> None:
     """Raise SpecError for anything that would make the run fail before measuring."""
     from framework.runner import ConfigError, effective_design, load_pair, sim_coverage_or_refuse
-    from framework.preflight import backend_settings
+    from framework.preflight import backend_fits, backend_settings
 
     for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
         cfg = compose(variant)
@@ -93,6 +98,9 @@ def precheck(overrides: list[str]) -> None:
         backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
         if backend.name == "sim":
             sim_coverage_or_refuse(h, h_path, exp, allow=bool((cfg.get("sim") or {}).get("allow_unmodelled")))
+        backend_fits(backend, h)
+        if cfg.get("resume") and not Path(cfg.resume).exists():
+            raise ConfigError("command line", "resume", f"{cfg.resume} does not exist; give a run or sweep directory")
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
@@ -105,6 +113,7 @@ def hydra_run(cfg: DictConfig) -> Any:
         ctx = resolve(cfg, run_dir, Path(runtime.cwd))
         record = run(ctx)
     except user_errors() as exc:
+        _remove_if_unused(run_dir)
         sys.exit(report_error(exc))
     no_data = (record.get("analysis", {}).get("details") or {}).get("no_data")
     if no_data:
@@ -112,3 +121,24 @@ def hydra_run(cfg: DictConfig) -> Any:
         print(f"error: no data: {causes}; the verdict is recorded as inconclusive ({run_dir})", file=sys.stderr)
         NO_DATA_RUNS.append(str(run_dir))
     return record["verdict"]
+
+
+def _remove_if_unused(run_dir: Path) -> None:
+    """A refused run leaves nothing behind: drop the directory Hydra made if it holds only Hydra's files."""
+    import shutil
+
+    try:
+        entries = list(run_dir.iterdir())
+    except OSError:
+        return
+    if not all(e.name == ".hydra" or (e.is_file() and e.suffix == ".log") for e in entries):
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
+    cwd = Path.cwd().resolve()
+    parent = run_dir.resolve().parent
+    while parent != cwd and cwd in parent.parents:  # outputs/DATE/ and outputs/ when they are now empty
+        try:
+            parent.rmdir()
+        except OSError:
+            break
+        parent = parent.parent

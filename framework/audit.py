@@ -388,10 +388,10 @@ def history(ledger_path: str | Path, name: str) -> list[HistoryRow]:
 # --------------------------------------------------------------------------- CLI faces
 
 
-def _console() -> Any:
+def _console(stderr: bool = False) -> Any:
     from framework.progress import make_console
 
-    return make_console()
+    return make_console(stderr)
 
 
 def _style(verdict: str) -> str:
@@ -409,14 +409,14 @@ def cmd_audit(ledger: str = "verdicts.jsonl") -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    console = _console()
+    console, errors = _console(), _console(stderr=True)
     try:
         report = audit(ledger)
     except FileNotFoundError:
-        console.print(f"[red]error:[/] ledger {escape(ledger)!s} not found (pass ledger=PATH)")
+        errors.print(f"[red]error:[/] ledger {escape(ledger)!s} not found (pass ledger=PATH)")
         return 2
     except OSError as exc:
-        console.print(f"[red]error:[/] cannot read ledger {escape(ledger)}: {escape(str(exc))}")
+        errors.print(f"[red]error:[/] cannot read ledger {escape(ledger)}: {escape(str(exc))}")
         return 2
     table = Table(title=f"Ledger {escape(report.ledger)}: {len(report.records)} records")
     for col in ("line", "hash", "kind", "hypothesis", "verdict", "backend", "when", "status"):
@@ -436,8 +436,8 @@ def cmd_audit(ledger: str = "verdicts.jsonl") -> int:
         problems.add_column(col, overflow="fold")
     for p in report.problems:
         problems.add_row(escape(p.where()), p.kind, escape(p.message))
-    console.print(problems)
-    console.print("[red]audit failed[/]")
+    errors.print(problems)
+    errors.print("[red]audit failed[/]")
     return 1
 
 
@@ -446,13 +446,13 @@ def cmd_history(ledger: str, name: str) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    console = _console()
+    console, errors = _console(), _console(stderr=True)
     if not Path(ledger).is_file():
-        console.print(f"[red]error:[/] ledger {escape(ledger)} not found (pass ledger=PATH)")
+        errors.print(f"[red]error:[/] ledger {escape(ledger)} not found (pass ledger=PATH)")
         return 2
     rows = history(ledger, name)
     if not rows:
-        console.print(f"[red]error:[/] no records for hypothesis {escape(name)!s} in {escape(ledger)}")
+        errors.print(f"[red]error:[/] no records for hypothesis {escape(name)!s} in {escape(ledger)}")
         return 2
     table = Table(title=f"History of {escape(name)} in {escape(ledger)}")
     for col in ("line", "hash", "when", "record", "verdict", "predictions", "what changed"):

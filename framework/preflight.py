@@ -7,14 +7,18 @@ so `validate`, `precheck` and the run report it as one line with exit code 2.
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
+from framework import design
 from framework.execution.backends import BackendSettings
-from framework.redaction import MIN_LENGTH
-from framework.spec import SpecError
+from framework.redaction import MIN_LENGTH, is_secret_name
+from framework.spec import Experiment, Hypothesis, SpecError, Workload
 
 MISSING = "???"
 
@@ -41,6 +45,14 @@ def backend_settings(raw: dict[str, Any], source: str = "command line") -> Backe
         backend = BackendSettings.model_validate(raw)
     except ValidationError as exc:
         raise SpecError(source, *pydantic_problem(exc, "backend")) from None
+    if backend.python is not None:
+        problem = executable_problem(backend.python)
+        if problem:
+            raise SpecError(source, "backend.python", problem)
+    for name, value in backend.env.items():
+        problem = env_problem(str(name), str(value))
+        if problem:
+            raise SpecError(source, "backend.env", problem)
     if backend.api_key is not None and len(backend.api_key) < MIN_LENGTH:
         raise SpecError(source, "backend.api_key", f"at least {MIN_LENGTH} characters: a shorter key could not be "
                                                    f"told apart from other text when it is redacted")
@@ -55,3 +67,77 @@ def backend_settings(raw: dict[str, Any], source: str = "command line") -> Backe
         except ValueError:
             raise SpecError(source, "backend.url", f"the port must be 0-65535 (got {backend.url!r})") from None
     return backend
+
+
+def backend_fits(backend: BackendSettings, h: Hypothesis, source: str = "command line") -> None:
+    """The endpoint backend measures one running server: one condition only."""
+    n = len(design.conditions(h))
+    if backend.name == "endpoint" and n > 1:
+        raise SpecError(source, "backend", f"the endpoint backend measures one running server, but {h.name} has "
+                                           f"{n} conditions; use backend=sim or backend=sglang")
+
+
+def level_problems(h: Hypothesis, exp: Experiment) -> list[tuple[str, str]]:
+    """(field, message) for every level setting that would fail only once a server starts.
+
+    Each level's workload merged over the experiment's and each condition's resolved workload
+    (types and ranges), env names and values, and `python:` interpreters.
+    """
+    problems: list[tuple[str, str]] = []
+    base = exp.workload.model_dump()
+    for fname, factor in h.factors.items():
+        for lname, level in factor.levels.items():
+            at = f"factors.{fname}.levels.{lname}"
+            try:
+                Workload.model_validate({**base, **level.workload})
+            except ValidationError as exc:
+                problems.append(pydantic_problem(exc, f"{at}.workload"))
+            for name, value in level.env.items():
+                problem = env_problem(name, value)
+                if problem:
+                    problems.append((f"{at}.env", problem))
+                elif is_secret_name(name) and len(value) >= MIN_LENGTH:
+                    problems.append((f"{at}.env.{name}", "looks like a secret, and a hypothesis file is stored "
+                                     "verbatim in the ledger: export it in the shell (servers inherit the "
+                                     f"environment) or pass +backend.env.{name}=... on the command line"))
+            if level.python is not None:
+                problem = executable_problem(level.python)
+                if problem:
+                    problems.append((f"{at}.python", problem))
+    if not problems:
+        for cond in design.conditions(h):
+            try:
+                design.workload_for(h, exp, cond)
+            except ValidationError as exc:
+                field, msg = pydantic_problem(exc, "workload")
+                problems.append((field, f"{msg} in condition {cond.label()}"))
+    return problems
+
+
+def env_problem(name: str, value: str) -> str | None:
+    if not name or "=" in name or "\0" in name:
+        return f"environment variable name {name!r}: must be non-empty, without '=' or NUL"
+    if "\0" in value:
+        return f"the value of {name} contains a NUL character"
+    return None
+
+
+def executable_problem(python: str) -> str | None:
+    """Why `python` (a path, or a command looked up in PATH) cannot be executed, or None."""
+    if os.sep not in python:
+        return None if shutil.which(python) else f"{python!r} is not a command on PATH"
+    path = Path(python).expanduser()
+    if not path.exists():
+        return f"{python} does not exist"
+    if path.is_dir():
+        return f"{python} is a directory; give the interpreter, e.g. {path / 'bin' / 'python'}"
+    if not os.access(path, os.X_OK):
+        return f"{python} is not executable"
+    return None
+
+
+def check_pair(h: Hypothesis, h_path: str | Path, exp: Experiment) -> None:
+    """Raise SpecError (in the hypothesis file) for the first level problem."""
+    problems = level_problems(h, exp)
+    if problems:
+        raise SpecError(h_path, *problems[0])

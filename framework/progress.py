@@ -18,11 +18,12 @@ from framework.design import Condition
 VERDICT_STYLE = {"supported": "green", "refuted": "red", "inconclusive": "yellow"}
 
 
-def make_console() -> Console:
+def make_console(stderr: bool = False) -> Console:
     """The terminal's width on a terminal; 120 columns in logs and CI, where rich would pick 80."""
     import sys
 
-    return Console(width=None if sys.stdout.isatty() else 120)
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(width=None if stream.isatty() else 120, stderr=stderr)
 
 
 class RunProgress:

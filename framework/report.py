@@ -25,6 +25,7 @@ import io
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -606,7 +607,7 @@ def cmd_report(path: str) -> int:
     try:
         written = write_report(path)
     except ReportError as exc:
-        print(f"error: {exc}")
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"report: {written[1]}")
     print(f"        {written[0]}")

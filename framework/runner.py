@@ -38,7 +38,7 @@ from framework.execution.backends import BackendSettings, server_spec
 from framework.execution.launcher import (
     ENDPOINT_PROBE_S, LaunchError, ServerProcess, free_port, install_signal_handlers, unreachable,
 )
-from framework.preflight import backend_settings
+from framework.preflight import backend_fits, backend_settings, check_pair
 from framework.redaction import Redactor, ledger_salt, secret_values
 from framework.progress import RunProgress, make_console, print_noise, print_verdict_table
 from framework.records.models import (
@@ -114,7 +114,9 @@ def load_pair(cfg: DictConfig | dict[str, Any]) -> tuple[Hypothesis, Path, Exper
     e_path = find_file(exp_dir, h.experiment)
     if not e_path.exists():
         raise SpecError(h_path, "experiment", f"no experiment {h.experiment!r} in {exp_dir}/; available: {available(exp_dir)}")
-    return h, h_path, load_experiment(e_path)
+    exp = load_experiment(e_path)
+    check_pair(h, h_path, exp)  # every level's workload, env and python, before anything starts
+    return h, h_path, exp
 
 
 def effective_design(base: Design, overrides: dict[str, Any]) -> Design:
@@ -157,12 +159,7 @@ def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunConte
         ledger = cwd / ledger
     backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
     d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
-    if backend.name == "endpoint" and len(design_mod.conditions(h)) > 1:
-        raise ConfigError(
-            "command line", "backend",
-            f"the endpoint backend measures one running server, but {h.name} has "
-            f"{len(design_mod.conditions(h))} conditions; use backend=sim or backend=sglang",
-        )
+    backend_fits(backend, h)
     coverage = None
     if backend.name == "sim":
         sim_cfg = cfg.get("sim") or {}

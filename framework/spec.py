@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from framework import yamlio
+
 METRICS: dict[str, str] = {
     "decode_tok_s": "decode tokens/s per request: (completion_tokens - 1) / (t_last - t_first)",
     "output_tok_s": "completion tokens per second of end-to-end latency",
@@ -285,23 +287,12 @@ def effective_reference(h: Hypothesis, p: Interaction) -> str:
 # --------------------------------------------------------------------------- YAML loading
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML 1.2 booleans: only true/false. `on`, `off`, `yes`, `no` stay strings (level names)."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.copy().items()
-}
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-
-
 def parse_yaml(text: str, file: str | Path) -> Any:
-    """Parse YAML text; a syntax error becomes a SpecError with the line and column."""
+    """Parse YAML text within framework.yamlio's limits; any problem becomes a SpecError with the line and column."""
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        return yamlio.load(text)
+    except yamlio.YamlProblem as exc:
+        raise SpecError(file, exc.where, exc.message) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -311,10 +302,10 @@ def parse_yaml(text: str, file: str | Path) -> Any:
 
 def _field_path(loc: tuple[Any, ...]) -> str:
     out = ""
-    for part in loc:
+    for i, part in enumerate(loc):
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in PREDICTION_KINDS:
+        elif part in PREDICTION_KINDS and i >= 2 and loc[i - 2] == "predictions" and isinstance(loc[i - 1], int):
             continue  # the discriminated union's tag, not a field the user wrote
         else:
             out += f".{part}" if out else str(part)

@@ -9,6 +9,7 @@ from rich.markup import escape
 from framework.progress import make_console
 
 from framework.runner import find_file, project_root, sim_coverage_or_refuse
+from framework.preflight import check_pair
 from framework.spec import SpecError, load_experiment, load_hypothesis
 
 
@@ -31,6 +32,7 @@ def check_file(path: Path) -> str | None:
         if not exp_path.exists():
             raise SpecError(path, "experiment", f"no experiment file {exp_path}")
         exp = load_experiment(exp_path)
+        check_pair(h, path, exp)
         sim_coverage_or_refuse(h, path, exp, allow=False)  # the default backend is the sim: its check too
         return None
     except SpecError as exc:
@@ -38,15 +40,15 @@ def check_file(path: Path) -> str | None:
 
 
 def validate_all(args: list[str]) -> int:
-    console = make_console()
+    console, errors = make_console(), make_console(stderr=True)
     files = [Path(a) for a in args] or _default_files()
     problems = 0
     for path in files:
         problem = check_file(path)
         if problem is None:
-            console.print(f"[green]ok[/green]     {path}", soft_wrap=True, highlight=False)
+            console.print(f"[green]ok[/green]     {escape(str(path))}", soft_wrap=True, highlight=False)
         else:
             problems += 1
-            console.print(f"[red]error[/red]  {escape(problem)}", soft_wrap=True, highlight=False)
-    console.print(f"{len(files)} file(s) checked, {problems} with problems")
+            errors.print(f"[red]error[/red]  {escape(problem)}", soft_wrap=True, highlight=False)
+    (errors if problems else console).print(f"{len(files)} file(s) checked, {problems} with problems")
     return 2 if problems else 0

@@ -60,7 +60,24 @@ BAD = [
     ("margin <= 0", lambda d: d["predictions"][0].update(margin=0), "predictions[0].margin"),
     ("alpha outside (0, 0.5)", lambda d: d["design"].update(alpha=0.6), "design.alpha"),
     ("missing experiment", lambda d: d.update(experiment="no_such_rig"), "experiment"),
+    ("design.launches below 1", lambda d: d["design"].update(launches=0), "design.launches"),
+    ("workload of the wrong type", lambda d: _level(d).update(workload={"concurrency": "many"}),
+     "factors.fusion.levels.on.workload.concurrency"),
+    ("workload out of range", lambda d: _level(d).update(workload={"output_tokens": 0}),
+     "factors.fusion.levels.on.workload.output_tokens"),
+    ("env name with =", lambda d: _level(d).update(env={"A=B": "1"}), "factors.fusion.levels.on.env"),
+    ("env name with NUL", lambda d: _level(d).update(env={"A\0B": "1"}), "factors.fusion.levels.on.env"),
+    ("empty env name", lambda d: _level(d).update(env={"": "1"}), "factors.fusion.levels.on.env"),
+    ("secret in a hypothesis file", lambda d: _level(d).update(env={"HF_TOKEN": "hf_0123456789"}),
+     "factors.fusion.levels.on.env.HF_TOKEN"),
+    ("python that does not exist", lambda d: _level(d).update(python="/no/such/venv/bin/python"),
+     "factors.fusion.levels.on.python"),
+    ("python that is a directory", lambda d: _level(d).update(python=str(ROOT)), "factors.fusion.levels.on.python"),
 ]
+
+
+def _level(data: dict) -> dict:
+    return data["factors"]["fusion"]["levels"]["on"]
 
 
 def in_process(monkeypatch, capsys, cwd: Path, *args: str) -> tuple[int, str, str]:
@@ -90,6 +107,11 @@ def test_bad_input_is_one_clear_line_exit_2_and_no_server(workdir, monkeypatch, 
     (["hypothesis=eagle3_allreduce", "backend=gpu"], "backend"),
     (["design.launches=3"], "hypothesis"),
     (["-m", "hypothesis=eagle3_allreduce,nope"], "no hypothesis 'nope'"),
+    (["-m", "hypothesis=eagle3_allreduce", "design.launches=2,0"], "design.launches"),
+    (["hypothesis=eagle3_allreduce", "backend.speedup=0"], "backend.speedup: Input should be greater than 0"),
+    (["hypothesis=eagle3_allreduce", "backend.ready_timeout_s=soon"], "backend.ready_timeout_s"),
+    (["hypothesis=eagle3_allreduce", "backend.python=/no/such/python"], "backend.python"),
+    (["hypothesis=eagle3_allreduce", "resume=/no/such/run"], "resume"),
 ])
 def test_bad_overrides_are_one_clear_line_exit_2(workdir, monkeypatch, capsys, args, fragment):
     code, out, err = in_process(monkeypatch, capsys, workdir, "run", *args)
@@ -262,13 +284,28 @@ def test_validate_schema_report_and_audit_entry_points(workdir, monkeypatch, cap
     bad = workdir / "hypotheses" / "bad.yaml"
     bad.parent.mkdir()
     bad.write_text("name: bad\n")
-    code, out, _ = in_process(monkeypatch, capsys, workdir, "validate", str(bad))
-    assert code == 2 and "bad.yaml" in out and "1 with problems" in out
+    code, out, err = in_process(monkeypatch, capsys, workdir, "validate", str(bad))  # errors on stderr
+    assert code == 2 and "bad.yaml" in err and "1 with problems" in err and "bad.yaml" not in out
     code, out, _ = in_process(monkeypatch, capsys, workdir, "schema")
     assert code == 0 and "framework.verdict/1" in out
     code, out, err = in_process(monkeypatch, capsys, workdir, "report", str(workdir / "nothing-here"))
-    assert code == 2
+    assert code == 2 and "error" in err and "error" not in out
     code, out, err = in_process(monkeypatch, capsys, workdir, "audit", f"ledger={workdir / 'missing.jsonl'}")
-    assert code == 2
+    assert code == 2 and "not found" in err and "not found" not in out
     code, out, err = in_process(monkeypatch, capsys, workdir, "audit", "history")
     assert code == 2 and "hypothesis=NAME" in err
+
+
+def test_a_run_refused_after_hydra_started_leaves_no_run_directory(workdir, monkeypatch, capsys):
+    hyp = workdir / "hyp"
+    hyp.mkdir()
+    text = (ROOT / "hypotheses" / "torch_symm_mem.yaml").read_text()
+    (hyp / "torch_symm_mem.yaml").write_text(text)
+    args = ["hypothesis=torch_symm_mem", f"paths.hypotheses={hyp}"]
+    assert in_process(monkeypatch, capsys, workdir, "register", *args)[0] == 0
+    (hyp / "torch_symm_mem.yaml").write_text(text.replace("statement: ", "statement: Edited. ", 1))
+    with pytest.raises(SystemExit) as info:  # Hydra's job exits; the CLI process would exit 2
+        in_process(monkeypatch, capsys, workdir, "run", *args)
+    assert info.value.code == 2 and "changed since" in capsys.readouterr().err
+    assert not (workdir / "outputs").exists()
+    assert len((workdir / "verdicts.jsonl").read_text().splitlines()) == 1  # the registration only
