@@ -410,6 +410,9 @@ def cmd_audit(ledger: str = "verdicts.jsonl") -> int:
     from rich.table import Table
 
     console, errors = _console(), _console(stderr=True)
+    if Path(ledger).is_dir():
+        errors.print(f"[red]error:[/] {escape(ledger)} is a directory, not a ledger (pass ledger=PATH)")
+        return 2
     try:
         report = audit(ledger)
     except FileNotFoundError:

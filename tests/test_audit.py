@@ -35,8 +35,11 @@ def _lines(path: Path) -> list[str]:
 
 
 def _run_audit(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """The exit code and what the user sees: the tables on stdout, the problems on stderr."""
     code = audit.cmd_audit(str(path))
-    return code, capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert ("audit failed" in captured.err) == (code == 1) and "audit failed" not in captured.out
+    return code, captured.out + captured.err
 
 
 def test_untouched_ledger_passes(led: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -144,8 +147,10 @@ def test_verdict_naming_an_unknown_registration_fails(tmp_path: Path, fake: None
 
 def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert audit.cmd_audit(str(tmp_path / "nope.jsonl")) == 2
-    assert "not found" in capsys.readouterr().out
+    assert "not found" in capsys.readouterr().err
     assert audit.cmd_history(str(tmp_path / "nope.jsonl"), "x") == 2
+    assert audit.cmd_audit(str(tmp_path)) == 2  # a directory: one line, no traceback
+    assert "is a directory" in capsys.readouterr().err
 
 
 def test_history_shows_flips_environment_and_amendments(tmp_path: Path, fake: None,
