@@ -234,7 +234,7 @@ def run_tiny(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "app.py").write_text(textwrap.dedent(TINY_APP))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run([sys.executable, "app.py", "-m", *args, f"hydra.sweep.dir={tmp_path / 'sweep'}"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_callback_in_a_real_multirun(tmp_path: Path) -> None:
