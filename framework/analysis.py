@@ -28,6 +28,16 @@ from framework.stats import decisions, effects, outliers, sequential, variance
 Verdict = Literal["supported", "refuted", "inconclusive"]
 METHODS = ("welch", "rank", "bootstrap")
 BOOTSTRAP_RESAMPLES = 4000
+# A comparison whose condition lost more than this share of its launches (failed at start-up or
+# served nothing) or of its measured requests is inconclusive: the survivors may not represent the
+# condition (docs/statistics.md, section 3, "What was lost").
+LOSS_LIMIT = 0.2
+# Rows that describe the same launch or request may differ only in these bookkeeping fields.
+_BOOKKEEPING = frozenset({"reused_from"})
+
+
+class TrialsConflict(ValueError):
+    """Two rows of a trials file claim the same launch or request with different content."""
 
 
 class MetricSummary(BaseModel):
@@ -77,6 +87,9 @@ class _Cond:
     values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # measured, per launch
     served: dict[str, bool] = field(default_factory=dict)  # launch id -> any ok request (if requests sent)
     e2e: list[float] = field(default_factory=list)
+    measured: int = 0  # measured (not warm-up) request rows of launches that started
+    censored: int = 0  # of those, the ones that failed (no value of any metric)
+    superseded: list[str] = field(default_factory=list)  # interrupted attempts re-run later in the same file
 
     def means(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
         ids = [r["launch_id"] for r in self.launch_rows if r.get("ok") and r["launch_id"] not in exclude
@@ -88,17 +101,67 @@ class _Cond:
         return ids, [math.log(v) for v in m]
 
 
+def distinct_rows(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Each launch (by `launch_id`) and each request (by `trial_id`) once, and how many copies were dropped.
+
+    A copy that repeats a row exactly (apart from bookkeeping such as `reused_from`) is dropped, so
+    a launch written twice is never counted twice; two rows that claim the same id with different
+    content raise `TrialsConflict`: the file no longer says what happened, and no verdict should
+    be drawn from it.
+    """
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    dropped = {"launch": 0, "request": 0}
+    for r in rows:
+        kind = r.get("kind")
+        key_field = {"launch": "launch_id", "request": "trial_id"}.get(str(kind))
+        if key_field is None or r.get(key_field) is None:
+            out.append(r)
+            continue
+        key = (str(kind), str(r[key_field]))
+        core = {k: v for k, v in r.items() if k not in _BOOKKEEPING}
+        prev = seen.get(key)
+        if prev is None:
+            seen[key] = core
+            out.append(r)
+        elif prev == core:
+            dropped[str(kind)] += 1
+        else:
+            diff = sorted(k for k in set(prev) | set(core) if prev.get(k) != core.get(k))
+            raise TrialsConflict(f"the trials file has conflicting rows for {kind} {r[key_field]!r} "
+                                 f"(they differ in {', '.join(diff)}); refusing to analyse it")
+    return out, dropped
+
+
+def _superseded(launch_rows: list[dict[str, Any]]) -> set[str]:
+    """Launch ids of attempts that a later attempt of the same condition and replicate replaced.
+
+    Only an interrupted launch is ever re-run (a resume reuses every complete one), so when a
+    resume writes into the run's own file the interrupted attempt stays there beside its re-run;
+    the re-run is the launch, the interrupted attempt is set aside.
+    """
+    latest: dict[tuple[Any, Any], int] = {}
+    for r in launch_rows:
+        if r.get("replicate") is not None:
+            key = (r.get("condition"), r["replicate"])
+            latest[key] = max(latest.get(key, 0), int(r.get("attempt") or 1))
+    return {r["launch_id"] for r in launch_rows if r.get("replicate") is not None
+            and int(r.get("attempt") or 1) < latest[(r.get("condition"), r["replicate"])]}
+
+
 def _collect(h: Hypothesis, rows: Iterable[dict[str, Any]]) -> dict[int, _Cond]:
     data = {c.index: _Cond(c) for c in conditions(h)}
     launch_cond: dict[str, int] = {}
-    requests = []
-    for r in rows:
-        kind = r.get("kind")
-        if kind == "launch" and r.get("condition") in data:
-            data[r["condition"]].launch_rows.append(r)
-            launch_cond[r["launch_id"]] = r["condition"]
-        elif kind == "request":
-            requests.append(r)
+    distinct, _ = distinct_rows(rows)
+    launch_rows = [r for r in distinct if r.get("kind") == "launch" and r.get("condition") in data]
+    gone = _superseded(launch_rows)
+    for r in launch_rows:
+        if r["launch_id"] in gone:
+            data[r["condition"]].superseded.append(r["launch_id"])
+            continue
+        data[r["condition"]].launch_rows.append(r)
+        launch_cond[r["launch_id"]] = r["condition"]
+    requests = [r for r in distinct if r.get("kind") == "request" and r.get("launch_id") not in gone]
     for r in requests:
         c = launch_cond.get(r.get("launch_id"), r.get("condition"))
         if c not in data:
@@ -106,6 +169,9 @@ def _collect(h: Hypothesis, rows: Iterable[dict[str, Any]]) -> dict[int, _Cond]:
         d = data[c]
         lid = r["launch_id"]
         d.served[lid] = d.served.get(lid, False) or bool(r.get("ok"))
+        if not r.get("warmup"):
+            d.measured += 1
+            d.censored += 0 if r.get("ok") else 1
         if r.get("warmup") or not r.get("ok"):
             continue
         v = r.get(h.metric)
@@ -131,21 +197,62 @@ def _failure_message(r: dict[str, Any]) -> str | None:
 # --------------------------------------------------------------------------- the analysis
 
 
-def _seed(h: Hypothesis, pid: str) -> list[int]:
-    """Bootstrap seed: the registered design seed and the prediction id (stable across machines)."""
-    return [h.design.seed, zlib.crc32(pid.encode("utf-8"))]
+def _seed(seed: int, pid: str) -> list[int]:
+    """Bootstrap seed: the run's effective design seed (as recorded) and the prediction id."""
+    return [int(seed), zlib.crc32(pid.encode("utf-8"))]
+
+
+def _losses(d: _Cond) -> dict[str, Any]:
+    """What a condition lost: launches that failed or served nothing, and measured requests that failed."""
+    ok = sum(1 for r in d.launch_rows if r.get("ok"))
+    failed = len(d.launch_rows) - ok
+    no_data = sum(1 for r in d.launch_rows if r.get("ok") and not d.values.get(r["launch_id"]))
+    failures = sorted({m for m in (_failure_message(r) for r in d.launch_rows) if m})
+    total = len(d.launch_rows)
+    return {"launches": total, "failed": failed, "without_data": no_data,
+            "lost_share": (failed + no_data) / total if total else 0.0,
+            "requests": d.measured, "censored": d.censored,
+            "censored_share": d.censored / d.measured if d.measured else 0.0,
+            "failures": failures}
+
+
+def _loss_text(c: Condition, loss: dict[str, Any]) -> str:
+    parts = []
+    if loss["failed"]:
+        first = loss["failures"][0] if loss["failures"] else "no message captured"
+        first = first if len(first) <= 120 else first[:117] + "..."
+        parts.append(f"{loss['failed']} of {loss['launches']} launches failed at start-up ({first!r})")
+    if loss["without_data"]:
+        parts.append(f"{loss['without_data']} launch(es) started but measured nothing")
+    if loss["censored"]:
+        parts.append(f"{loss['censored']} of {loss['requests']} measured requests failed (censored)")
+    return f"condition {c.label()} lost " + ", ".join(parts)
 
 
 def _need(data: dict[int, _Cond], cells: list[Condition], exclude: frozenset[str]) -> str | None:
     for c in cells:
-        ids, _ = data[c.index].logs(exclude)
+        ids, logs = data[c.index].logs(exclude)
         if len(ids) < 2:
             d = data[c.index]
             ok = sum(1 for r in d.launch_rows if r.get("ok"))
             failed = len(d.launch_rows) - ok
             return (f"condition {c.label()} has {len(ids)} launch(es) with measurements "
                     f"({ok} ok, {failed} failed); at least 2 are needed")
+        loss = _losses(data[c.index])
+        if loss["lost_share"] > LOSS_LIMIT or loss["censored_share"] > LOSS_LIMIT:
+            return (f"{_loss_text(c, loss)}: more than {LOSS_LIMIT:.0%} lost, so the survivors may not "
+                    f"represent the condition (survivorship); no verdict is drawn from them")
+        if max(logs) - min(logs) <= 1e-12 * max(1.0, abs(max(logs))):
+            return (f"condition {c.label()}: all {len(ids)} launches have the same mean (zero observed spread), "
+                    f"so the interval would have zero width; a metric that does not vary between launches "
+                    f"was not measured (constant or cached answers), and no verdict is drawn from it")
     return None
+
+
+def _loss_note(data: dict[int, _Cond], cells: list[Condition]) -> str:
+    notes = [_loss_text(c, loss) for c in cells
+             if (loss := _losses(data[c.index]))["failed"] or loss["without_data"] or loss["censored"]]
+    return "; ".join(notes)
 
 
 def _one(h: Hypothesis, conds: list[Condition], where: dict[str, str]) -> Condition:
@@ -156,7 +263,7 @@ def _one(h: Hypothesis, conds: list[Condition], where: dict[str, str]) -> Condit
 
 
 def _decide(h: Hypothesis, p: Any, data: dict[int, _Cond], conds: list[Condition], a: float, method: str,
-            exclude: frozenset[str] = frozenset()) -> tuple[decisions.Decision, list[Condition]]:
+            exclude: frozenset[str] = frozenset(), seed: int = 0) -> tuple[decisions.Decision, list[Condition]]:
     """The decision of one comparison prediction at one-sided level `a`, optionally without some launches."""
     if isinstance(p, Interaction):
         ref = h.factors[p.factor].reference
@@ -170,7 +277,7 @@ def _decide(h: Hypothesis, p: Any, data: dict[int, _Cond], conds: list[Condition
         if method == "welch":
             eff: effects.LogEffect = effects.interaction_ols(logs, p.factor, ref, p.level, p.by, by_ref, p.by_level)
         else:  # the rank method has no standard interaction test: both robust methods use bootstrap-t
-            eff = effects.bootstrap_t([logs[k] for k in keys], [1, -1, -1, 1], seed=_seed(h, p.id),
+            eff = effects.bootstrap_t([logs[k] for k in keys], [1, -1, -1, 1], seed=_seed(seed, p.id),
                                       resamples=BOOTSTRAP_RESAMPLES)
         return decisions.interaction(eff, p.min_effect, p.direction, a), cells
     ref = h.factors[p.factor].reference
@@ -187,7 +294,7 @@ def _decide(h: Hypothesis, p: Any, data: dict[int, _Cond], conds: list[Condition
     elif method == "rank":
         eff = effects.hodges_lehmann(x, y)
     else:
-        eff = effects.bootstrap_t([x, y], [1, -1], seed=_seed(h, p.id), resamples=BOOTSTRAP_RESAMPLES)
+        eff = effects.bootstrap_t([x, y], [1, -1], seed=_seed(seed, p.id), resamples=BOOTSTRAP_RESAMPLES)
     if isinstance(p, Equivalent):
         return decisions.equivalent(eff, p.margin, a), cells
     if isinstance(p, Increase):
@@ -215,19 +322,19 @@ def _finite_ci(ci: tuple[float, float] | None) -> list[float] | None:
     return [float(ci[0]), float(ci[1])]
 
 
-def _combine(verdicts: list[str]) -> Verdict:
-    if verdicts and all(v == "supported" for v in verdicts):
-        return "supported"
-    if any(v == "refuted" for v in verdicts):
-        return "refuted"
-    return "inconclusive"
+def _comparisons(h: Hypothesis) -> int:
+    """How many predictions are tests (and so share the hypothesis-level refutation alpha)."""
+    return sum(1 for p in h.predictions if not isinstance(p, Launches))
 
 
-def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method: str, a: float) -> Analysis:
+def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method: str, a: float,
+             a_refute: float | None = None, seed: int | None = None) -> Analysis:
     if method not in METHODS:
         raise ValueError(f"unknown analysis method {method!r}; allowed: {list(METHODS)}")
+    seed = h.design.seed if seed is None else int(seed)
     conds = conditions(h)
     rows = list(rows)
+    _, dropped = distinct_rows(rows)
     data = _collect(h, rows)
     empty = evidence.empty_conditions(conds, rows)
 
@@ -262,6 +369,7 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
             failures=failures, outlier_launches=flagged[c.index], variance=comps.as_dict()))
 
     results: list[PredictionResult] = []
+    comparisons: list[tuple[Any, str]] = []
     for p in h.predictions:
         if isinstance(p, Launches):
             dec = _launches(p, data, conds)
@@ -270,21 +378,46 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
             results.append(PredictionResult(id=p.id, kind=p.kind, verdict=verdict, estimate=dec.estimate,
                                             ci=None, p_value=None, reason=reason, details=dec.details))
             continue
-        dec, cells = _decide(h, p, data, conds, a, method)
+        dec, cells = _decide(h, p, data, conds, a, method, seed=seed)
         reason = dec.reason
         det = dict(dec.details)
+        lost = _loss_note(data, cells)
+        if lost and not reason.startswith("condition "):
+            reason += f"; {lost}"
+        if lost:
+            det["losses"] = {c.label(): _losses(data[c.index]) for c in cells}
         out = frozenset(i for c in cells for i in flagged[c.index])
         if out:
-            alt, _ = _decide(h, p, data, conds, a, method, exclude=out)
-            det["sensitivity"] = {"without_launches": sorted(out), "verdict": alt.verdict, "reason": alt.reason}
+            alt, _ = _decide(h, p, data, conds, a, method, exclude=out, seed=seed)
+            det["sensitivity"] = {"exploratory": True, "without_launches": sorted(out), "verdict": alt.verdict,
+                                  "reason": alt.reason,
+                                  "note": "a look after the data, not a test: its error rate is not controlled"}
             names = ", ".join(sorted(out))
-            if alt.verdict != dec.verdict:
-                reason += f"; outlying launch(es) {names}: without them the verdict would be {alt.verdict}"
-            else:
-                reason += f"; outlying launch(es) {names} flagged, verdict unchanged without them"
+            reason += (f"; launch(es) {names} outside Tukey's fences (flagged for inspection only: the verdict "
+                       f"uses every launch; an exploratory re-analysis without them is in details.sensitivity)")
         verdict, reason = evidence.capped(dec.verdict, reason, [empty[c.index] for c in cells if c.index in empty])
         results.append(PredictionResult(id=p.id, kind=p.kind, verdict=verdict, estimate=dec.estimate,
                                         ci=_finite_ci(dec.ci), p_value=dec.p_value, reason=reason, details=det))
+        comparisons.append((p, verdict))
+
+    # hypothesis-level refutation, error-controlled across the predictions that can refute it (Bonferroni)
+    m = len(comparisons)
+    refute_level = a if a_refute is None else a_refute
+    refuters: list[str] = []
+    for p, verdict in comparisons:
+        if verdict != "refuted":
+            continue
+        if m <= 1 or refute_level >= a:
+            refuters.append(p.id)
+            continue
+        again, _ = _decide(h, p, data, conds, refute_level, method, seed=seed)
+        if again.verdict == "refuted":
+            refuters.append(p.id)
+    launch_refuted = [r.id for r in results if r.kind == "launches" and r.verdict == "refuted"]
+    hyp_rule = {"refute_one_sided_alpha": refute_level, "comparisons": m,
+                "refuted_by": refuters + launch_refuted,
+                "rule": "supported iff every prediction is (intersection-union); refuted iff a launch-outcome "
+                        "prediction is refuted or a comparison is refuted at the Bonferroni level alpha/m"}
 
     pooled = variance.pooled_components(by_cond_groups)
     startup = [r["startup_s"] for d in data.values() for r in d.launch_rows
@@ -318,43 +451,63 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
             "note": note,
         },
         "outliers": {str(k): v for k, v in flagged.items() if v},
+        "hypothesis_rule": hyp_rule,
+        "seed": seed,
+        "duplicates_dropped": dropped,
+        "superseded_attempts": sorted(i for d in data.values() for i in d.superseded),
     }
-    verdict = _combine([r.verdict for r in results])
+    verdicts = [r.verdict for r in results]
+    if all(v == "supported" for v in verdicts) and verdicts:
+        verdict: Verdict = "supported"
+    elif refuters or launch_refuted:
+        verdict = "refuted"
+    else:
+        verdict = "inconclusive"
+        if any(v == "refuted" for v in verdicts):
+            hyp_rule["note"] = (f"a prediction is refuted at its own level, but not at the hypothesis-level "
+                                f"one-sided {refute_level:.3g} (alpha / {m} comparisons)")
     if empty:  # a run in which a condition measured nothing claims nothing (framework.evidence)
         details["no_data"] = {str(k): v for k, v in sorted(empty.items())}
         verdict = "inconclusive"
-    return Analysis(verdict=verdict, predictions=results,
-                    conditions=summaries, details=details)
+    return Analysis(verdict=verdict, predictions=results, conditions=summaries, details=details)
 
 
 def analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], *, alpha: float | None = None,
-            method: str | None = None) -> Analysis:
+            method: str | None = None, seed: int | None = None) -> Analysis:
     """The fixed-design analysis: every prediction decided at one-sided level alpha.
 
-    `alpha` and `method` default to the hypothesis's design. Equivalence uses the (1 - 2 alpha)
-    interval (TOST), directional predictions and interactions the one-sided (1 - alpha) bounds.
+    `alpha`, `method` and `seed` (the bootstrap's) default to the hypothesis's design; a run passes
+    its effective design's, and an audit the ones its record holds. Equivalence uses the (1 - 2 alpha)
+    interval (TOST), directional predictions and interactions the one-sided (1 - alpha) bounds. The
+    hypothesis is refuted only by a refutation at alpha / m (m comparison predictions; Bonferroni).
     """
     alpha = h.design.alpha if alpha is None else float(alpha)
     method = method or h.design.analysis
-    return _analyze(h, list(rows), alpha, method, alpha)
+    m = max(1, _comparisons(h))
+    return _analyze(h, list(rows), alpha, method, alpha, alpha / m, seed)
 
 
 def sequential_look(h: Hypothesis, rows: Iterable[dict[str, Any]], *, look: int, max_looks: int,
                     alpha: float | None = None, method: str | None = None,
-                    spending: str = "obf") -> tuple[Analysis, bool, str]:
+                    spending: str = "obf", seed: int | None = None,
+                    valid_p: bool = True) -> tuple[Analysis, bool, str]:
     """One interim look of a group-sequential design: (analysis, stop?, why).
 
     Each prediction is decided at the look's nominal one-sided level from Lan-DeMets alpha spending
     (O'Brien-Fleming type by default) over `max_looks` equally spaced looks; the last look spends the
     remaining alpha. Stop when every prediction is decided (supported or refuted: stopping for
-    equivalence, for efficacy and for futility alike), or at the final look.
+    equivalence, for efficacy and for futility alike), or at the final look. At the stopping look
+    each prediction's `details.p_sequential` is its repeated p-value (valid under any stopping; the
+    sweep adjusts those); `valid_p=False` skips it (the calibration's inner loop).
     """
     alpha = h.design.alpha if alpha is None else float(alpha)
     method = method or h.design.analysis
     if look < 1 or max_looks < 1:
         raise ValueError("look and max_looks must be >= 1")
     a = sequential.nominal_alpha(look, max_looks, alpha, spending)
-    analysis = _analyze(h, list(rows), alpha, method, a)
+    m = max(1, _comparisons(h))
+    a_refute = sequential.nominal_alpha(look, max_looks, alpha / m, spending) if m > 1 else a
+    analysis = _analyze(h, list(rows), alpha, method, a, a_refute, seed)
     undecided = [p.id for p in analysis.predictions if p.verdict == "inconclusive"]
     final = look >= max_looks
     level = f"look {look} of {max_looks}, nominal one-sided alpha {a:.2g}"
@@ -368,6 +521,10 @@ def sequential_look(h: Hypothesis, rows: Iterable[dict[str, Any]], *, look: int,
     else:
         stop = False
         reason = f"continue after {level}: undecided {', '.join(undecided)}"
+    if stop and valid_p:
+        for p in analysis.predictions:
+            if p.p_value is not None:
+                p.details["p_sequential"] = sequential.repeated_p_value(p.p_value, look, max_looks, spending)
     analysis.details["sequential"] = {
         "look": look, "max_looks": max_looks, "spending": spending, "alpha": alpha,
         "nominal_one_sided_alpha": a, "ci_level": 1 - 2 * a, "final": final, "stop": stop, "reason": reason,

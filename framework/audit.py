@@ -167,7 +167,20 @@ def sequential_settings(settings: dict[str, Any]) -> dict[str, Any] | None:
         first = min(block, most)
         pool["max_looks"] = math.ceil((most - first) / block) + 1
     pool.update({k: settings[k] for k in ("alpha", "method") if k in settings})
+    seed = recorded_seed(settings)
+    if seed is not None:
+        pool["seed"] = seed
     return pool
+
+
+def recorded_seed(settings: dict[str, Any]) -> int | None:
+    """The seed the run's analysis used, as its record states (None: a record from before it was stated).
+
+    The bootstrap is seeded from the run's effective design seed, which a command-line override can
+    change; records written before the analysis stated its seed used the hypothesis file's.
+    """
+    seed = (settings.get("details") or {}).get("seed")
+    return int(seed) if isinstance(seed, int) else None
 
 
 def _call_sequential(fn: Any, h: Any, rows: list[dict[str, Any]], pool: dict[str, Any]) -> Any:
@@ -201,7 +214,9 @@ def recompute(record: dict[str, Any], rows: list[dict[str, Any]]) -> Any:
         if fn is None:
             raise RuntimeError("the record is sequential but framework.analysis has no sequential_look")
         return _as_analysis(_call_sequential(fn, h, rows, pool))
-    return an.analyze(h, rows, alpha=settings.get("alpha"), method=settings.get("method"))
+    seed = recorded_seed(settings)
+    return an.analyze(h, rows, alpha=settings.get("alpha"), method=settings.get("method"),
+                      **({"seed": seed} if seed is not None else {}))
 
 
 # --------------------------------------------------------------------------- the audit
@@ -244,14 +259,28 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
         out.append(problem("trials", f"trials file {trials.get('path')!r} not found"))
         return out
     actual = ledger.sha256_file(path)
-    if actual != trials.get("sha256"):
+    prefix = trials.get("bytes")
+    if actual != trials.get("sha256") and not (isinstance(prefix, int) and _prefix_sha256(path, prefix) == trials.get("sha256")):
         out.append(problem("trials", f"trials file {trials.get('path')} changed: sha256 recorded "
                            f"{str(trials.get('sha256'))[:12]}, now {actual[:12]}"))
         return out  # recomputing from altered data says nothing more
+    # a later resume into the same directory may have appended rows: the verdict stands on the recorded prefix
+    rows = read_trials(path) if actual == trials.get("sha256") else _prefix_rows(path, int(prefix))
+    from framework.analysis import distinct_rows
+
+    try:
+        _, dropped = distinct_rows(rows)
+    except ValueError as exc:
+        dropped = {}
+        out.append(problem("trials", str(exc)))
+    if dropped.get("launch") or dropped.get("request"):
+        out.append(problem("trials", f"trials file {trials.get('path')} repeats rows: {dropped.get('launch', 0)} "
+                           f"duplicated launch row(s), {dropped.get('request', 0)} duplicated request row(s) "
+                           f"(each launch is counted once)"))
     if content is None:
         return out
     try:
-        analysis = recompute(rec, read_trials(path))
+        analysis = recompute(rec, rows)
     except NotImplementedError:
         out.append(problem("recompute", "framework.analysis is not implemented yet; cannot recompute"))
         return out
@@ -260,6 +289,29 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
         return out
     out += [problem("recompute", d) for d in compare(rec, analysis)]
     return out
+
+
+def _prefix_sha256(path: Path, length: int) -> str | None:
+    import hashlib
+
+    if path.stat().st_size < length:
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        remaining = length
+        while remaining > 0:
+            chunk = f.read(min(1 << 20, remaining))
+            if not chunk:
+                break
+            digest.update(chunk)
+            remaining -= len(chunk)
+    return digest.hexdigest()
+
+
+def _prefix_rows(path: Path, length: int) -> list[dict[str, Any]]:
+    with open(path, "rb") as f:
+        text = f.read(length).decode("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER) -> AuditReport:

@@ -433,10 +433,11 @@ def measure(ctx: RunContext, writer: TrialsWriter, reused: set[str], attempts: d
                 progress.launch_done()
             done += block_size
             if not seq.enabled:
-                analysis = analyze(h, writer.rows, alpha=d.alpha, method=d.analysis)
+                analysis = analyze(h, writer.rows, alpha=d.alpha, method=d.analysis, seed=d.seed)
                 return Measured(analysis, looks, "fixed design: all planned launches done")
             analysis, stop, reason = sequential_look(
-                h, writer.rows, look=len(looks) + 1, max_looks=max_looks, alpha=d.alpha, method=d.analysis)
+                h, writer.rows, look=len(looks) + 1, max_looks=max_looks, alpha=d.alpha, method=d.analysis,
+                seed=d.seed)
             looks.append({"look": len(looks) + 1, "launches_per_condition": done, "stop": stop, "reason": reason,
                           "predictions": [p.model_dump(mode="json") for p in analysis.predictions]})
             progress.note(f"look {len(looks)}: {reason}")
@@ -479,7 +480,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
             for c in analysis.conditions
         ],
         trials=TrialsRef(path=_relative_to(writer.path, ctx.ledger.resolve().parent), sha256=sha256_file(writer.path),
-                         rows=len(writer.rows)),
+                         rows=len(writer.rows), bytes=writer.path.stat().st_size),
         environment=env,
         config=ctx.config,
         analysis={
@@ -598,6 +599,7 @@ def _reuse(ctx: RunContext, writer: TrialsWriter) -> tuple[set[str], dict[str, i
             raise ConfigError("command line", "resume",
                               f"{ctx.resume} ran hypothesis {before.get('hypothesis')!r}, not {ctx.config.get('hypothesis')!r}")
     old = read_trials(ctx.resume / "trials.jsonl")
+    same_file = (ctx.resume / "trials.jsonl").resolve() == writer.path.resolve()
     attempts: dict[str, int] = {}
     for row in old:
         if row["kind"] == "launch":
@@ -605,6 +607,9 @@ def _reuse(ctx: RunContext, writer: TrialsWriter) -> tuple[set[str], dict[str, i
             attempts[base] = max(attempts.get(base, 0), int(a))
     done = completed_launches(old, ctx.design.requests)
     reused: set[str] = set()
+    if same_file:  # resuming into the run's own directory: its rows are already in the file, keep them as they are
+        writer.rows.extend(old)
+        return {launch_id.rpartition("-a")[0] for launch_id in done}, attempts
     for launch_id, group in done.items():
         for row in group:
             writer.write({**row, "reused_from": str(ctx.resume)})

@@ -110,7 +110,8 @@ def make_run(base: Path, run_name: str, ledger_path: Path, *, hypothesis_path: P
              analyze: Callable[..., Analysis] = fake_analyze, seed: int = 7,
              tok_s: dict[tuple[str, str], float] = SEED_TOK_S, environment: dict[str, Any] | None = None,
              backend: str = "sim", allow_amend: bool = False, extra_analysis: dict[str, Any] | None = None,
-             started: str | None = None) -> dict[str, Any]:
+             started: str | None = None,
+             rows_hook: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     """A run directory under `base` (trials.jsonl, config.yaml, verdict.json) whose verdict is appended
     to the ledger, after registering the hypothesis, as the runner does."""
     started = started or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -119,6 +120,8 @@ def make_run(base: Path, run_name: str, ledger_path: Path, *, hypothesis_path: P
     reg_hash, _ = check_or_amend(ledger_path, hypothesis_path, settings, allow_amend, git_commit="0" * 40)
     run_dir = base / run_name
     rows = trial_rows(h, seed=seed, tok_s=tok_s)
+    if rows_hook is not None:
+        rows = rows_hook(rows)
     trials = run_dir / "trials.jsonl"
     write_jsonl(trials, rows)
     (run_dir / "config.yaml").write_text(f"hypothesis: {h.name}\nbackend: {backend}\n", encoding="utf-8")
@@ -135,7 +138,7 @@ def make_run(base: Path, run_name: str, ledger_path: Path, *, hypothesis_path: P
                                                         "launch_means": c.metric.launch_means}}
                     for c in a.conditions],
         trials={"path": str(trials.relative_to(ledger_path.parent)), "sha256": ledger.sha256_file(trials),
-                "rows": len(rows)},
+                "rows": len(rows), "bytes": trials.stat().st_size},
         environment=environment or {"backend": backend, "server_version": "0.5.9-sim", "cuda": None, "gpu": None},
         config={"hypothesis": h.name, "backend": backend},
         analysis={**settings, **(extra_analysis or {})},

@@ -210,3 +210,49 @@ def test_real_analysis_recomputes(tmp_path: Path, capsys: pytest.CaptureFixture[
     make_run(tmp_path, "run", path, analyze=framework.analysis.analyze)
     code, out = _run_audit(path, capsys)
     assert code == 0, out
+
+
+def test_duplicated_launch_rows_are_flagged_and_counted_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A resume that wrote launches into the run's file again: audit names it instead of a false verdict."""
+    path = tmp_path / "verdicts.jsonl"
+    make_run(tmp_path, "run", path, analyze=framework.analysis.analyze,
+             rows_hook=lambda rows: rows + [{**r, "reused_from": "run"} for r in rows])
+    code, out = _run_audit(path, capsys)
+    assert code == 1
+    problems = audit.audit(path).problems
+    assert [p.kind for p in problems] == ["trials"], problems  # recomputation agrees: each launch counted once
+    assert "duplicated launch row(s)" in problems[0].message
+
+
+def test_rows_appended_after_a_verdict_leave_it_valid_but_edits_do_not(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A later resume into the same directory appends; the earlier verdict stands on the prefix it used."""
+    path = tmp_path / "verdicts.jsonl"
+    rec = make_run(tmp_path, "run", path, analyze=framework.analysis.analyze)
+    trials = path.parent / rec["trials"]["path"]
+    extra = {"kind": "launch", "launch_id": "later-a1", "condition": 0, "replicate": 99, "attempt": 1, "ok": False,
+             "error": "later"}
+    with open(trials, "a", encoding="utf-8") as f:
+        f.write(json.dumps(extra) + "\n")
+    code, out = _run_audit(path, capsys)
+    assert code == 0, out
+    text = trials.read_text(encoding="utf-8")
+    trials.write_text(text.replace('"ok":true', '"ok":false', 1) if '"ok":true' in text
+                      else text.replace('"ok": true', '"ok": false', 1), encoding="utf-8")
+    assert any(p.kind == "trials" and "changed" in p.message for p in audit.audit(path).problems)
+
+
+def test_the_audit_recomputes_the_bootstrap_with_the_recorded_seed(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    hyp = tmp_path / "eagle3_allreduce.yaml"
+    hyp.write_text(EAGLE.read_text(encoding="utf-8").replace("  alpha: 0.05", "  alpha: 0.05\n  analysis: bootstrap"),
+                   encoding="utf-8")
+    path = tmp_path / "verdicts.jsonl"
+
+    def run_with_seed_99(h, rows, **kw):
+        return framework.analysis.analyze(h, rows, seed=99, **kw)
+
+    make_run(tmp_path, "run", path, hypothesis_path=hyp, analyze=run_with_seed_99,
+             extra_analysis={"details": {"seed": 99}})
+    code, out = _run_audit(path, capsys)
+    assert code == 0, out

@@ -68,6 +68,16 @@ def test_sigkill_then_resume_reuses_completed_launches(workdir):
         "neutral_for_baseline", "helps_eagle3", "helps_eagle3_more_than_baseline"]
     assert all(c["launches"]["ok"] == 2 for c in record["conditions"])
 
+    # Resuming into the run's own directory reuses its launches without writing them again (it used to
+    # append a second copy, double n, and make audit find a false verdict and a "changed" trials file).
+    text = (run2 / "trials.jsonl").read_text()
+    out = framework("run", *args, f"resume={run2}", f"hydra.run.dir={run2}", cwd=workdir)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (run2 / "trials.jsonl").read_text() == text
+    first, again = [r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"]
+    assert [p["ci"] for p in again["predictions"]] == [p["ci"] for p in first["predictions"]]
+    assert framework("audit", cwd=workdir).returncode == 0
+
 
 def test_joblib_multirun_two_hypotheses_one_ledger_and_a_sweep_summary(workdir):
     sweep = workdir / "sweep"

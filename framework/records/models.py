@@ -57,6 +57,7 @@ class TrialsRef(BaseModel):
     path: str
     sha256: str
     rows: int | None = None
+    bytes: int | None = None  # the file's length when the verdict was drawn: a later resume may append to it
 
 
 class VerdictRecord(_Record):
