@@ -28,7 +28,10 @@ same method adjusts those (jobs with a prediction lacking a p-value stay out). T
 `framework.stats.multiplicity.adjust`.
 
 A prediction's p-value is the p-value of the test behind its verdict (small = evidence for the
-prediction). The adjusted verdict can only be more cautious than the job's own: a `supported`
+prediction). A sequential or anytime-valid job's fixed-sample p-value is not a valid p-value under
+optional stopping, so the family takes the one that is, when the record holds it:
+`details.p_sequential` (the repeated p-value of a group-sequential stop) or `details.p_anytime`
+(1 / the largest e-value; docs/statistics.md, sections 5, 8 and 10). The adjusted verdict can only be more cautious than the job's own: a `supported`
 prediction (or job) whose adjusted test does not reject becomes `inconclusive`; `refuted` and
 `inconclusive` are kept. Predictions without a p-value (e.g. launch outcomes) stay out of the family.
 
@@ -61,6 +64,15 @@ JOB_STATUS = "job_status.json"  # written by the callback's on_job_end into each
 
 
 # --------------------------------------------------------------------------- the pure core
+
+
+def valid_p_value(prediction: dict[str, Any]) -> Any:
+    """The p-value that stays valid under the job's stopping rule (sequential or anytime), else the fixed one."""
+    details = prediction.get("details") or {}
+    for key in ("p_anytime", "p_sequential"):
+        if _is_p(details.get(key)):
+            return details[key]
+    return prediction.get("p_value")
 
 
 def adjust(p_values: Sequence[float], method: str, alpha: float) -> tuple[list[bool], list[float]]:
@@ -114,7 +126,7 @@ def summarize(job_records: Sequence[dict[str, Any] | None], overrides: Sequence[
                    backend=rec.get("backend"), verdict=rec.get("verdict"), predictions=[],
                    record_hash=rec.get("hash"), run_dir=rec.get("run_dir"))
         for j, p in enumerate(rec.get("predictions") or []):
-            pv = p.get("p_value")
+            pv = valid_p_value(p)
             row["predictions"].append({
                 "id": p.get("id"), "kind": p.get("kind"), "verdict": p.get("verdict"),
                 "estimate": p.get("estimate"), "ci": p.get("ci"), "p_value": pv,

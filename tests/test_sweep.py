@@ -257,3 +257,13 @@ def test_summary_is_written_even_when_a_job_fails(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "sweep" / "sweep_summary.json").read_text())
     assert [(r["hypothesis"], r["status"]) for r in data["jobs"]] == [("a", "ok"), ("broken", "failed")]
     assert "server did not start" in data["jobs"][1]["error"]
+
+
+def test_a_sequential_job_enters_the_family_with_its_valid_p_value() -> None:
+    """The naive fixed-sample p of a sequential stop is not a p-value under optional stopping (issue 16)."""
+    seq = record("seq", [("faster", "supported", 0.011)])
+    seq["predictions"][0]["details"] = {"p_sequential": 0.04}
+    s = summarize([seq, RECORDS[1]], OVERRIDES[:2], "holm", 0.05)
+    reject, p_adj, _, _ = multipletests([0.04, 0.6], alpha=0.05, method="holm")
+    assert s["jobs"][0]["predictions"][0]["p_value"] == 0.04
+    assert s["jobs"][0]["predictions"][0]["p_adjusted"] == pytest.approx(p_adj[0])
