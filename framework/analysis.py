@@ -23,10 +23,10 @@ from pydantic import BaseModel
 from framework import evidence
 from framework.design import Condition, conditions, matching
 from framework.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
-from framework.stats import decisions, effects, outliers, sequential, variance
+from framework.stats import anytime, decisions, effects, outliers, sequential, variance
 
 Verdict = Literal["supported", "refuted", "inconclusive"]
-METHODS = ("welch", "rank", "bootstrap")
+METHODS = ("welch", "rank", "bootstrap", "anytime")
 BOOTSTRAP_RESAMPLES = 4000
 # A comparison whose condition lost more than this share of its launches (failed at start-up or
 # served nothing) or of its measured requests is inconclusive: the survivors may not represent the
@@ -99,6 +99,12 @@ class _Cond:
     def logs(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
         ids, m = self.means(exclude)
         return ids, [math.log(v) for v in m]
+
+    def by_block(self, exclude: frozenset[str] = frozenset()) -> dict[Any, float]:
+        """Log launch means keyed by the launch's block (replicate; its position when rows carry none)."""
+        ids, logs = self.logs(exclude)
+        block = {r["launch_id"]: r.get("replicate", i) for i, r in enumerate(self.launch_rows)}
+        return {block[i]: x for i, x in zip(ids, logs)}
 
 
 def distinct_rows(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
@@ -274,6 +280,11 @@ def _decide(h: Hypothesis, p: Any, data: dict[int, _Cond], conds: list[Condition
         if missing:
             return decisions.Decision("inconclusive", missing), cells
         logs = {k: data[c.index].logs(exclude)[1] for k, c in zip(keys, cells)}
+        if method == "anytime":
+            eff_any, why = _anytime_effect([data[c.index].by_block(exclude) for c in cells], [1, -1, -1, 1])
+            if eff_any is None:
+                return decisions.Decision("inconclusive", why), cells
+            return decisions.interaction(eff_any, p.min_effect, p.direction, a), cells
         if method == "welch":
             eff: effects.LogEffect = effects.interaction_ols(logs, p.factor, ref, p.level, p.by, by_ref, p.by_level)
         else:  # the rank method has no standard interaction test: both robust methods use bootstrap-t
@@ -289,7 +300,13 @@ def _decide(h: Hypothesis, p: Any, data: dict[int, _Cond], conds: list[Condition
         return decisions.Decision("inconclusive", missing), cells
     x = data[treat.index].logs(exclude)[1]
     y = data[base.index].logs(exclude)[1]
-    if method == "welch":
+    if method == "anytime":
+        eff_any, why = _anytime_effect([data[treat.index].by_block(exclude), data[base.index].by_block(exclude)],
+                                       [1, -1])
+        if eff_any is None:
+            return decisions.Decision("inconclusive", why), cells
+        eff = eff_any
+    elif method == "welch":
         eff = effects.welch(x, y)
     elif method == "rank":
         eff = effects.hodges_lehmann(x, y)
@@ -301,6 +318,15 @@ def _decide(h: Hypothesis, p: Any, data: dict[int, _Cond], conds: list[Condition
         return decisions.increase(eff, p.min_effect, a), cells
     assert isinstance(p, Decrease)
     return decisions.decrease(eff, p.min_effect, a), cells
+
+
+def _anytime_effect(cells: list[dict[Any, float]], weights: list[int]) -> tuple[Any, str]:
+    """The anytime-valid effect of the blocks every cell completed, or None and why not."""
+    contrasts, blocks = anytime.block_contrasts(cells, weights)
+    if len(contrasts) < 2:
+        return None, (f"{len(contrasts)} block(s) with a measured launch in every condition compared; "
+                      f"the anytime analysis needs at least 2")
+    return anytime.AnytimeEffect(contrasts, extra={"block_ids": [str(b) for b in blocks]}), ""
 
 
 def _launches(p: Launches, data: dict[int, _Cond], conds: list[Condition]) -> decisions.Decision:
@@ -381,6 +407,8 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
         dec, cells = _decide(h, p, data, conds, a, method, seed=seed)
         reason = dec.reason
         det = dict(dec.details)
+        if method == "anytime" and dec.p_value is not None:
+            det["p_anytime"] = dec.p_value  # valid under any stopping: the sweep adjusts this one
         lost = _loss_note(data, cells)
         if lost and not reason.startswith("condition "):
             reason += f"; {lost}"
@@ -504,9 +532,13 @@ def sequential_look(h: Hypothesis, rows: Iterable[dict[str, Any]], *, look: int,
     method = method or h.design.analysis
     if look < 1 or max_looks < 1:
         raise ValueError("look and max_looks must be >= 1")
-    a = sequential.nominal_alpha(look, max_looks, alpha, spending)
     m = max(1, _comparisons(h))
-    a_refute = sequential.nominal_alpha(look, max_looks, alpha / m, spending) if m > 1 else a
+    if method == "anytime":  # e-processes: every look at the full alpha, no spending (docs section 10)
+        spending = "none (anytime-valid)"
+        a, a_refute = alpha, alpha / m
+    else:
+        a = sequential.nominal_alpha(look, max_looks, alpha, spending)
+        a_refute = sequential.nominal_alpha(look, max_looks, alpha / m, spending) if m > 1 else a
     analysis = _analyze(h, list(rows), alpha, method, a, a_refute, seed)
     undecided = [p.id for p in analysis.predictions if p.verdict == "inconclusive"]
     final = look >= max_looks
@@ -521,7 +553,7 @@ def sequential_look(h: Hypothesis, rows: Iterable[dict[str, Any]], *, look: int,
     else:
         stop = False
         reason = f"continue after {level}: undecided {', '.join(undecided)}"
-    if stop and valid_p:
+    if stop and valid_p and method != "anytime":  # an anytime p-value is valid as it stands
         for p in analysis.predictions:
             if p.p_value is not None:
                 p.details["p_sequential"] = sequential.repeated_p_value(p.p_value, look, max_looks, spending)

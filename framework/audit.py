@@ -36,6 +36,7 @@ class RecordRow:
     when: str | None
     problems: int = 0
     backend: str | None = None  # what produced a verdict's data: shown so a sim verdict never passes as real
+    note: str = ""  # disclosed, not a problem: e.g. an unregistered extension of an earlier verdict
 
 
 @dataclass
@@ -332,6 +333,12 @@ def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER) -> AuditReport:
             registrations[rec["hash"]] = rec
         elif kind == "verdict":
             report.problems += _check_verdict(rec, n, path, registrations)
+            ext = (rec.get("analysis") or {}).get("extension")
+            if ext:
+                row.note = ("extension (anytime-valid)" if ext.get("registered") else
+                            f"UNREGISTERED EXTENSION: error up to {ext.get('error_bound') or 'unknown'}"
+                            if not isinstance(ext.get("error_bound"), float) else
+                            f"UNREGISTERED EXTENSION: error up to {ext['error_bound']:.3f}")
         report.records.append(row)
     by_line: dict[int, int] = {}
     for p in report.problems:
@@ -478,6 +485,8 @@ def cmd_audit(ledger: str = "verdicts.jsonl") -> int:
         table.add_column(col, overflow="fold")
     for r in report.records:
         status = "[green]ok[/]" if r.problems == 0 else f"[red]{r.problems} problem(s)[/]"
+        if r.note:
+            status += f" [yellow]{escape(r.note)}[/]"
         table.add_row(str(r.line), (r.hash or "")[:12], r.kind or "?", escape(r.hypothesis or ""), _v(r.verdict),
                       r.backend or "", r.when or "", status)
     console.print(table)

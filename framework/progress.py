@@ -103,7 +103,10 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
         conds.add_row(escape(", ".join(f"{k}={v}" for k, v in c["levels"].items())), str(c["launches"]["ok"]),
                       failed, _fmt(mean, ".4g"))
     console.print(conds)
-    table = Table(title=f"{name} — backend: {record['backend']} — [{style}]{verdict}[/{style}]",
+    ext = (record.get("analysis") or {}).get("extension")
+    mark = "" if not ext else (" — extended run (anytime-valid)" if ext.get("registered")
+                               else " — [bold yellow]UNREGISTERED EXTENSION[/bold yellow]")
+    table = Table(title=f"{name} — backend: {record['backend']} — [{style}]{verdict}[/{style}]{mark}",
                   title_justify="left")
     for col in ("prediction", "kind", "estimate", "interval", "p", "verdict"):
         table.add_column(col, no_wrap=col != "prediction", overflow="fold")
@@ -116,6 +119,8 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
     console.print(table)
     for p in record["predictions"]:
         console.print(escape(f"  {p['id']}: {p['reason']}"), highlight=False)
+    if ext:
+        console.print(f"[yellow]{escape(str(ext.get('note')))}[/yellow]", highlight=False)
 
 
 def print_noise(console: Console, record: dict[str, Any]) -> None:

@@ -407,6 +407,9 @@ def record_blocks(record: dict[str, Any], rows: list[dict[str, Any]] | None, pre
     failures = [(c, f) for c in record.get("conditions") or [] for f in c.get("failures") or []]
     if failures:
         blocks.append(Pre("\n".join(f"{_label(c.get('levels') or {})}: {f}" for c, f in failures)))
+    ext = (record.get("analysis") or {}).get("extension")
+    if ext:
+        blocks.append(Para(f"Extension: {ext.get('note')} (design changed: {ext.get('changed')})"))
     launches = launch_plot(record, rows)
     if launches:
         blocks.append(Figure(f"{prefix}launches", launches, "Per-condition launch means (the unit of replication)."))

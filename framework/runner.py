@@ -373,6 +373,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     for line in cov.get("unmodelled_varied") or []:
         console.print(escape(f"warning: sim.allow_unmodelled=true: the simulator does not model this: {line}; "
                              "every verdict of this run is marked NOT MODELLED"), style="bold red", highlight=False)
+    previous = _previous_verdict(ctx)  # read before this run's verdict.json replaces it
     writer = TrialsWriter(ctx.run_dir / "trials.jsonl", ctx.redactor)
     try:
         reused, attempts = _reuse(ctx, writer)
@@ -390,7 +391,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
                       f"lateness may have moved {ctx.hypothesis.metric} by up to {typical:.1%}; lower "
                       f"backend.speedup (now {ctx.backend.speedup:g})[/yellow]")
     record = build_record(ctx, writer, measured, settings, reg_hash=reg_hash, amended=amended, lag=lag,
-                          started=started)
+                          started=started, previous=previous)
     stored = ledger.append(ctx.ledger, ctx.redactor.scrub(record.to_json_dict()))
     (ctx.run_dir / "verdict.json").write_text(json.dumps(stored, indent=2) + "\n", encoding="utf-8")
     (ctx.run_dir / "summary.md").write_text(summary_markdown(stored), encoding="utf-8")
@@ -449,9 +450,11 @@ def measure(ctx: RunContext, writer: TrialsWriter, reused: set[str], attempts: d
 
 
 def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, settings: dict[str, Any], *,
-                 reg_hash: str, amended: bool, lag: dict[str, float | None], started: str) -> VerdictRecord:
+                 reg_hash: str, amended: bool, lag: dict[str, float | None], started: str,
+                 previous: dict[str, Any] | None = None) -> VerdictRecord:
     """The verdict record (design notes, section 4): everything the verdict depends on, or its hash."""
     from framework.records import environment
+    from framework.stats.extension import extension
 
     h, d, analysis = ctx.hypothesis, ctx.design, measured.analysis
     conds = design_mod.conditions(h)
@@ -490,6 +493,8 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
             "stopping": {"sequential": d.sequential.enabled, "looks": measured.looks, "reason": measured.stop_reason,
                          "launches_per_condition": _launches_per_condition(writer.rows)},
             "resumed_from": str(ctx.resume) if ctx.resume else None,
+            "extension": extension(previous, d.model_dump(mode="json"), d.analysis, d.alpha,
+                                   _previous_launches(previous)) if previous else None,
             "launch_attempts": _attempts_summary(writer.rows),
             "amended": amended,
             **lag,
@@ -618,6 +623,24 @@ def _reuse(ctx: RunContext, writer: TrialsWriter) -> tuple[set[str], dict[str, i
     return reused, attempts
 
 
+def _previous_verdict(ctx: RunContext) -> dict[str, Any] | None:
+    """The verdict record of the run being resumed, if it already had one."""
+    if ctx.resume is None or not (ctx.resume / "verdict.json").is_file():
+        return None
+    try:
+        rec = json.loads((ctx.resume / "verdict.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) and rec.get("kind") == "verdict" else None
+
+
+def _previous_launches(previous: dict[str, Any] | None) -> int | None:
+    """The most launches per condition an earlier verdict stood on."""
+    counts = [int((c.get("launches") or {}).get("ok", 0)) + int((c.get("launches") or {}).get("failed", 0))
+              for c in (previous or {}).get("conditions") or []]
+    return max(counts) if counts else None
+
+
 def _launches_per_condition(rows: list[dict[str, Any]]) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in rows:
@@ -675,5 +698,8 @@ def summary_markdown(record: dict[str, Any]) -> str:
     stopping = record.get("analysis", {}).get("stopping", {})
     if stopping:
         lines += ["", f"stopping: {stopping.get('reason')}"]
+    ext = record.get("analysis", {}).get("extension")
+    if ext:
+        lines += ["", f"**extension:** {ext.get('note')} (design changed: {ext.get('changed')})"]
     lines += ["", f"trials: `{record['trials']['path']}` (sha256 {record['trials']['sha256'][:16]}...)", ""]
     return "\n".join(lines)

@@ -312,3 +312,35 @@ def test_a_sequential_stop_records_a_repeated_p_value_no_smaller_than_the_nomina
         assert p.details["p_sequential"] >= p.p_value
         if p.p_value <= nominal_alpha(2, 5, 0.05):  # rejected at this look <=> repeated p <= alpha
             assert p.details["p_sequential"] <= 0.05 * 1.001
+
+
+# --------------------------------------------------------------------------- anytime-valid analysis
+
+
+def test_anytime_analysis_decides_the_seed_effects_and_reports_confidence_sequences(eagle):
+    h = _with(eagle, analysis="anytime")
+    a = analyze(h, simulate(h, SEED_MEANS, launches=9, sd_request=EAGLE_SD, seed=1))
+    assert a.verdict == "supported"
+    for p in a.predictions:
+        assert "confidence sequence" in p.reason and p.details["p_anytime"] == p.p_value
+        assert p.details["blocks"] == 9
+    few = analyze(h, simulate(h, SEED_MEANS, launches=3, sd_request=EAGLE_SD, seed=1))
+    assert few.verdict == "inconclusive"  # an e-value of 3 blocks cannot reach 1/alpha = 20
+
+
+def test_anytime_looks_use_the_full_alpha_at_every_look(eagle):
+    h = _with(eagle, analysis="anytime")
+    rows = simulate(h, SEED_MEANS, launches=6, sd_request=EAGLE_SD, seed=2)
+    a, stop, _ = sequential_look(h, rows, look=3, max_looks=5)
+    fixed = analyze(h, rows)
+    assert a.details["sequential"]["nominal_one_sided_alpha"] == 0.05
+    assert [p.ci for p in a.predictions] == [p.ci for p in fixed.predictions]
+    assert "p_sequential" not in a.predictions[0].details
+
+
+def test_anytime_pairs_launches_by_block_and_drops_incomplete_blocks(eagle):
+    h = _with(eagle, analysis="anytime")
+    rows = _fail(simulate(h, SEED_MEANS, launches=9, sd_request=EAGLE_SD, seed=3), {"c1-r4-a1"})
+    by = {p.id: p for p in analyze(h, rows).predictions}
+    assert by["helps_eagle3"].details["blocks"] == 8 and "4" not in by["helps_eagle3"].details["block_ids"]
+    assert by["neutral_for_baseline"].details["blocks"] == 9

@@ -76,7 +76,21 @@ def test_sigkill_then_resume_reuses_completed_launches(workdir):
     assert (run2 / "trials.jsonl").read_text() == text
     first, again = [r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"]
     assert [p["ci"] for p in again["predictions"]] == [p["ci"] for p in first["predictions"]]
+    assert again["analysis"]["extension"] is None  # same design: a re-analysis, not an extension
     assert framework("audit", cwd=workdir).returncode == 0
+
+    # Extending it (2 -> 3 launches) under the fixed-sample rule is recorded as an unregistered extension with
+    # its error inflation; the new rows are appended, and the earlier verdicts stay auditable on their prefix.
+    out = framework("run", *args, "design.launches=3", f"resume={run2}", f"hydra.run.dir={run2}", cwd=workdir)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "UNREGISTERED EXTENSION" in out.stdout
+    assert (run2 / "trials.jsonl").read_text().startswith(text)
+    ext = ledger_records(workdir / "verdicts.jsonl")[-1]["analysis"]["extension"]
+    assert ext["registered"] is False and ext["changed"]["launches"] == [2, 3] and 0.05 < ext["error_bound"] < 0.1
+    assert "extension" in (run2 / "summary.md").read_text()
+    audit = framework("audit", cwd=workdir)
+    assert audit.returncode == 0, audit.stdout[-3000:]
+    assert "UNREGISTERED EXTENSION" in audit.stdout
 
 
 def test_joblib_multirun_two_hypotheses_one_ledger_and_a_sweep_summary(workdir):

@@ -64,7 +64,8 @@ def _common(effect: LogEffect, a: float) -> tuple[float, float, float, tuple[flo
     lo, hi = effect.bounds(a)
     ratio = math.exp(effect.estimate)
     ci = _ratio_ci(lo, hi)
-    head = f"ratio {_f(ratio)}, {_level(a)} CI [{_f(ci[0])}, {_f(ci[1])}]"
+    what = "confidence sequence" if effect.method == "anytime" else "CI"  # anytime-valid: holds at every n
+    head = f"ratio {_f(ratio)}, {_level(a)} {what} [{_f(ci[0])}, {_f(ci[1])}]"
     return lo, hi, ratio, ci, head
 
 
