@@ -486,10 +486,13 @@ def cmd_audit(ledger: str = "verdicts.jsonl") -> int:
     for r in report.records:
         status = "[green]ok[/]" if r.problems == 0 else f"[red]{r.problems} problem(s)[/]"
         if r.note:
-            status += f" [yellow]{escape(r.note)}[/]"
+            status += " [yellow](extension)[/]"
         table.add_row(str(r.line), (r.hash or "")[:12], r.kind or "?", escape(r.hypothesis or ""), _v(r.verdict),
                       r.backend or "", r.when or "", status)
     console.print(table)
+    for r in report.records:
+        if r.note:
+            console.print(f"[yellow]line {r.line}: {escape(r.note)}[/]", highlight=False, soft_wrap=True)
     count, last = report.head
     console.print(f"head: {count} lines, last hash {last or '-'} (note it elsewhere to detect a rewritten tail)")
     if report.ok:
