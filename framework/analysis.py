@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from framework import evidence
 from framework.design import Condition, conditions, matching
+from framework.metrics import is_launch_metric, launch_value
 from framework.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
 from framework.stats import anytime, decisions, effects, outliers, sequential, variance
 
@@ -186,6 +187,16 @@ def _collect(h: Hypothesis, rows: Iterable[dict[str, Any]]) -> dict[int, _Cond]:
         e = r.get("e2e_s")
         if isinstance(e, (int, float)) and math.isfinite(e) and e > 0:
             d.e2e.append(float(e))
+    if is_launch_metric(h.metric):  # one value per launch, from all of its rows (framework.metrics)
+        by_launch: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in requests:
+            by_launch[r.get("launch_id")].append(r)
+        for d in data.values():
+            d.values.clear()
+            for lr in d.launch_rows:
+                v = launch_value(h.metric, by_launch.get(lr["launch_id"], []), dict(h.slo))
+                if v is not None and math.isfinite(v) and v > 0:
+                    d.values[lr["launch_id"]] = [float(v)]
     for d in data.values():
         d.launch_rows.sort(key=lambda r: (r.get("replicate", 0), r.get("attempt", 1), r["launch_id"]))
     return data

@@ -45,7 +45,7 @@ from framework.records.models import (
     ConditionRecord, HypothesisRef, LaunchCounts, PredictionRecord, TrialsRef, VerdictRecord,
 )
 from framework.records.ledger import sha256_file
-from framework.records.trials import LaunchRow, RequestRow, read_trials
+from framework.records.trials import LaunchRow, RequestRow, WorkloadRow, read_trials
 from framework.spec import Design, Experiment, Hypothesis, SpecError, load_experiment, load_hypothesis
 
 ERROR_LINE = re.compile(r"(Error|Exception|error:|FATAL|Traceback)")
@@ -160,6 +160,7 @@ def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunConte
     backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
     d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
     backend_fits(backend, h)
+    check_workloads(h, h_path, exp)
     coverage = None
     if backend.name == "sim":
         sim_cfg = cfg.get("sim") or {}
@@ -194,6 +195,23 @@ def sim_coverage_or_refuse(h: Hypothesis, h_path: Path, exp: Experiment, *, allo
                         f"the simulator cannot answer this: {first.line()}{more}; run it on backend=sglang, or add "
                         f"{ALLOW_UNMODELLED} to run on the sim anyway with every verdict marked not modelled")
     return {**cov.as_dict(), "override": bool(cov.refused)}
+
+
+def check_workloads(h: Hypothesis, h_path: Path, exp: Experiment) -> None:
+    """Every condition's merged workload is valid and its dataset readable, before any server starts."""
+    for cond in design_mod.conditions(h):
+        try:
+            w = design_mod.workload_for(h, exp, cond)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise SpecError(h_path, f"workload of {cond.label()}" + (f".{where}" if where else ""),
+                            err["msg"].removeprefix("Value error, ")) from None
+        if w.dataset is not None:
+            try:
+                client.resolve_plan(w, requests_n=1, warmup=0, seed=0, base_dir=h_path.parent)
+            except ValueError as exc:
+                raise SpecError(h_path, f"workload of {cond.label()}.dataset.path", str(exc)) from None
 
 
 def _resume_dir(path: Path, run_dir: Path) -> Path:
@@ -241,17 +259,23 @@ class TrialsWriter:
 
 
 def completed_launches(rows: Iterable[dict[str, Any]], requests_n: int) -> dict[str, list[dict[str, Any]]]:
-    """Launches whose outcome is complete: a start-up failure, or all measured requests present."""
+    """Launches whose outcome is complete: a start-up failure, or a finished workload.
+
+    The client's `workload` row is written when a launch's workload has ended; trials files from
+    before it existed fall back to counting `requests_n` measured requests.
+    """
     by_launch: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_launch.setdefault(row["launch_id"], []).append(row)
     done = {}
+    marked = any(r["kind"] == "workload" for group in by_launch.values() for r in group)
     for launch_id, group in by_launch.items():
         launch = [r for r in group if r["kind"] == "launch"]
         if not launch:
             continue
         measured = [r for r in group if r["kind"] == "request" and not r["warmup"]]
-        if not launch[-1]["ok"] or len(measured) >= requests_n:
+        ended = any(r["kind"] == "workload" for r in group) if marked else len(measured) >= requests_n
+        if not launch[-1]["ok"] or ended:
             done[launch_id] = group
     return done
 
@@ -331,10 +355,16 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
             ).model_dump(mode="json"))
             progress.request_done(warmup)
 
-        client.run_workload(
+        resolved = client.run_workload(
             base_url, workload, requests_n=d.requests, warmup=d.warmup, seed=planned.seed,
             time_scale=time_scale_of(ctx.backend, info), api_key=ctx.backend.api_key, on_row=on_row,
+            protocol=protocol_of(ctx.backend), base_dir=ctx.hypothesis_path.parent,
         )
+        writer.write(WorkloadRow(**common, **resolved).model_dump(mode="json"))
+        health = resolved.get("client") or {}
+        if health.get("bottleneck"):
+            progress.note(f"warning: the client, not the server, may have been the bottleneck in {launch_id}: "
+                          + "; ".join(health.get("reasons") or []))
     finally:
         if server is not None:
             server.stop()
@@ -497,6 +527,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
                                    _previous_launches(previous)) if previous else None,
             "launch_attempts": _attempts_summary(writer.rows),
             "amended": amended,
+            "workloads": workload_records(writer.rows),
             **lag,
             "sim_coverage": ctx.sim_coverage,
         },
@@ -505,6 +536,16 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
         started=started,
         finished=now_iso(),
     )
+
+
+def workload_records(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per launch, the workload as resolved (seed, schedule hash, dataset sha256 and rows) and the client's health."""
+    out: dict[str, Any] = {}
+    for r in rows:
+        if r.get("kind") == "workload":
+            keep = {k: v for k, v in r.items() if k not in ("kind", "launch_id", "levels")}
+            out[r["launch_id"]] = keep
+    return out
 
 
 SIM_LAG_WARN = 0.01
@@ -544,6 +585,9 @@ def sim_metric_lags(rows: list[dict[str, Any]], metric: str) -> list[float]:
     request is measurement noise the analysis already sees; the run warns on the median, which
     rises when the machine cannot sustain the speed-up and the lateness turns into a bias.
     """
+    from framework.metrics import base_metric
+
+    metric = base_metric(metric)
     out: list[float] = []
     for r in rows:
         if r.get("kind") != "request" or r.get("warmup") or not r.get("ok", True):
@@ -567,6 +611,11 @@ def sim_metric_lags(rows: list[dict[str, Any]], metric: str) -> list[float]:
         if lag is not None and span:
             out.append(max(lag, 0.0) / span)
     return out
+
+
+def protocol_of(backend: BackendSettings) -> str:
+    """The wire protocol the backend speaks (`sglang` or `openai`): the client's default endpoint."""
+    return str(getattr(backend, "protocol", None) or "sglang")
 
 
 def time_scale_of(backend: BackendSettings, info: dict[str, Any] | None) -> float:

@@ -1,7 +1,7 @@
 """`python -m framework schema`: the JSON Schema of every record kind, generated from the pydantic models.
 
-Ledger lines are verdict, registration and amendment records; trials files hold launch and request
-rows. Consumers outside Python can validate against these instead of reading our code.
+Ledger lines are verdict, registration and amendment records; trials files hold launch, request
+and workload rows. Consumers outside Python can validate against these instead of reading our code.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from framework.records.models import AmendmentRecord, RegistrationRecord, VerdictRecord
-from framework.records.trials import LaunchRow, RequestRow
+from framework.records.trials import LaunchRow, RequestRow, WorkloadRow
 
 KINDS = {
     "verdict": VerdictRecord,
@@ -18,6 +18,7 @@ KINDS = {
     "amendment": AmendmentRecord,
     "trial.launch": LaunchRow,
     "trial.request": RequestRow,
+    "trial.workload": WorkloadRow,
 }
 
 
@@ -28,6 +29,6 @@ def schemas() -> dict[str, Any]:
 
 def cmd_schema() -> int:
     print(json.dumps({"$comment": "JSON Schema of every record kind: ledger lines (verdict, registration, "
-                                  "amendment) and trials rows (trial.launch, trial.request)",
+                                  "amendment) and trials rows (trial.launch, trial.request, trial.workload)",
                       "kinds": schemas()}, indent=2))
     return 0

@@ -16,15 +16,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from framework import yamlio
+from framework.metrics import LAUNCH_METRICS, REQUEST_METRICS, SLO_KEYS, check_metric, needs_slo
+from framework.workload import Workload
 
-METRICS: dict[str, str] = {
-    "decode_tok_s": "decode tokens/s per request: (completion_tokens - 1) / (t_last - t_first)",
-    "output_tok_s": "completion tokens per second of end-to-end latency",
-    "ttft_s": "time to first token, seconds",
-    "tpot_s": "time per output token after the first, seconds",
-    "e2e_s": "end-to-end request latency, seconds",
-    "accept_length": "speculative accept length (tokens per verify step) from meta_info",
-}
+METRICS: dict[str, str] = {**REQUEST_METRICS, **LAUNCH_METRICS}  # plus <metric>.<stat>: framework.metrics
 
 
 class SpecError(Exception):
@@ -42,17 +37,6 @@ class _Strict(BaseModel):
 
 
 # --------------------------------------------------------------------------- experiments
-
-
-class Workload(_Strict):
-    """What the client sends: the seed's single-stream, fixed-length, greedy measurement by default."""
-
-    prompt_tokens: int = Field(128, ge=1, le=1_000_000)
-    output_tokens: int = Field(256, ge=2, le=1_000_000)
-    concurrency: int = Field(1, ge=1, le=4096)
-    temperature: float = Field(0.0, ge=0.0, le=10.0)
-    ignore_eos: bool = True
-    request_timeout_s: float = Field(600.0, gt=0)
 
 
 class SimSettings(_Strict):
@@ -91,6 +75,13 @@ class Level(_Strict):
         unknown = sorted(set(value) - set(Workload.model_fields))
         if unknown:
             raise ValueError(f"unknown workload field(s) {unknown}; allowed: {sorted(Workload.model_fields)}")
+        for key, item in value.items():  # each value as it would stand in a workload (the merge is checked at run)
+            try:
+                Workload.model_validate({key: item})
+            except ValidationError as exc:
+                for err in exc.errors():
+                    if err["loc"]:  # a field's own error (cross-field rules wait for the merged workload)
+                        raise ValueError(f"workload.{key}: {err['msg'].removeprefix('Value error, ')}") from None
         return value
 
 
@@ -215,11 +206,35 @@ class Hypothesis(_Strict):
     statement: str
     rationale: str = ""
     experiment: str
-    metric: Literal[tuple(METRICS)] = "decode_tok_s"  # type: ignore[valid-type]
+    metric: str = "decode_tok_s"
+    slo: dict[Literal[SLO_KEYS], float] = {}  # type: ignore[valid-type]  # bounds in seconds, for goodput
     server_args: list[str] = []
     factors: dict[str, Factor]
     predictions: list[Prediction]
     design: Design = Design()
+
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, value: str) -> str:
+        problem = check_metric(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("slo")
+    @classmethod
+    def _positive_bounds(cls, value: dict[str, float]) -> dict[str, float]:
+        for key, bound in value.items():
+            if not bound > 0:
+                raise ValueError(f"slo.{key} must be a positive number of seconds (got {bound!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _slo_when_needed(self) -> "Hypothesis":
+        if needs_slo(self.metric) and not self.slo:
+            raise ValueError(f"metric {self.metric} counts requests meeting SLOs: give slo, e.g. "
+                             "slo: {ttft_s: 0.5, tpot_s: 0.05}")
+        return self
 
     @field_validator("factors")
     @classmethod

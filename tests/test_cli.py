@@ -157,7 +157,8 @@ def test_main_command_supports_the_seed_hypothesis_and_records_everything(workdi
     assert sum(r["kind"] == "launch" for r in rows) == 36
     assert sum(r["kind"] == "request" and not r["warmup"] for r in rows) == 72
     assert sum(r["kind"] == "request" and r["warmup"] for r in rows) == 36
-    assert all(r["ok"] for r in rows)
+    assert all(r["ok"] for r in rows if r["kind"] != "workload")
+    assert sum(r["kind"] == "workload" for r in rows) == 36  # one resolved workload per launch
     assert all(r["time_scale"] == 20 for r in rows if r["kind"] == "request")
     assert len(list((run_dir / "logs").glob("*.log"))) == 36
     assert (run_dir / "verdict.json").exists() and "backend: sim" in (run_dir / "summary.md").read_text()

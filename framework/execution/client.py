@@ -1,33 +1,51 @@
-"""The HTTP workload client: the seed's measurement, made repeatable, on `requests`.
+"""The HTTP workload client: executes a workload plan (framework.workload) over real HTTP, on asyncio.
 
-One request = one streaming `POST /generate` with `input_ids` of the workload's prompt length,
-`max_new_tokens`, `ignore_eos` and the temperature. Every SSE event's arrival time and token count
-is kept, so the derived figures can be recomputed from the raw data:
+One event loop drives every stream (aiohttp, one shared connection pool without a cap): threads
+with a blocking client could not keep 256 streams timed on 2 cores (benchmarks/client_fidelity.py
+measures both against the simulator's ground truth; docs/results/client_fidelity.md).
 
-- TTFT: send to the first event carrying tokens;
-- decode tokens/s = (completion_tokens - 1) / (t_last - t_first), the seed's figure;
-- TPOT = (t_last - t_first) / (completion_tokens - 1); e2e: send to the end of the stream;
-- the accept length from `meta_info` when speculative decoding is on.
+Endpoints (`workload.endpoint`, else the backend's protocol):
 
-Durations are multiplied by `time_scale` (the simulator's speed-up, 1 for real servers) so every
-figure is on the model's clock. Errors and streams cut mid-way become failed rows with a reason;
-nothing is dropped silently.
+- `generate`: SGLang's native streaming `POST /generate` (`input_ids` or `text`); token counts
+  from the cumulative `meta_info.completion_tokens` of every event;
+- `completions` / `chat`: OpenAI `POST /v1/completions` and `/v1/chat/completions` with
+  `stream: true` and `stream_options.include_usage`; every chunk with non-empty content is a token
+  arrival (the first one is the TTFT), the total comes from the final `usage` (else the number of
+  content chunks, and the row says so).
+
+Every chunk's arrival time and token count is kept, so the derived figures can be recomputed from
+the raw data (framework.metrics). Durations are multiplied by `time_scale` (the simulator's
+speed-up, 1 for real servers) so every figure is on the model's clock. Errors and streams cut
+mid-way become failed rows with a reason; nothing is dropped silently.
+
+The client times itself too: an open loop's lateness (scheduled against actual send, wall
+seconds) and the event loop's lag (how long a ready callback waits to run), so a run can say when
+the client, not the server, was the bottleneck.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import threading
+import statistics
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import requests
 
-from framework.spec import Workload
+from framework.records.ledger import sha256_file
+from framework.workload import (
+    ENDPOINT_PATHS, PROMPT_TOKEN_RANGE, DatasetRow, Endpoint, Plan, PlannedRequest, Workload, endpoint_of,
+    make_plan, parse_dataset,
+)
 
-PROMPT_TOKEN_RANGE = (1000, 30000)  # ordinary vocabulary ids for any modern tokenizer
+__all__ = ["PROMPT_TOKEN_RANGE", "run_workload", "request_body", "measure_request", "summarize_stream",
+           "token_times", "load_dataset", "prompt_ids", "generate_body"]
+
+LOOP_LAG_PERIOD_S = 0.01
+SPIN_BEFORE_SEND_S = 0.0012  # the event loop's timers round up to 1 ms: the last stretch before a send yields
 
 
 def prompt_ids(seed: int, index: int, length: int) -> list[int]:
@@ -36,16 +54,32 @@ def prompt_ids(seed: int, index: int, length: int) -> list[int]:
     return [int(x) for x in rng.integers(*PROMPT_TOKEN_RANGE, size=length)]
 
 
-def generate_body(ids: list[int], workload: Workload) -> dict[str, Any]:
-    return {
-        "input_ids": ids,
-        "sampling_params": {
-            "max_new_tokens": workload.output_tokens,
-            "temperature": workload.temperature,
-            "ignore_eos": workload.ignore_eos,
-        },
-        "stream": True,
+def request_body(endpoint: Endpoint, prompt: list[int] | str, output_tokens: int, workload: Workload,
+                 model: str | None = None) -> dict[str, Any]:
+    """The JSON body of one streaming request to `endpoint` (see ENDPOINT_PATHS)."""
+    if endpoint == "generate":
+        key = "text" if isinstance(prompt, str) else "input_ids"
+        return {key: prompt, "stream": True, "sampling_params": {
+            "max_new_tokens": output_tokens, "temperature": workload.temperature, "ignore_eos": workload.ignore_eos}}
+    body: dict[str, Any] = {
+        "max_tokens": output_tokens, "temperature": workload.temperature, "ignore_eos": workload.ignore_eos,
+        "stream": True, "stream_options": {"include_usage": True},
     }
+    if model:
+        body["model"] = model
+    if endpoint == "chat":
+        if not isinstance(prompt, str):
+            raise ValueError("the chat endpoint takes text prompts")
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    return body
+
+
+def generate_body(ids: list[int], workload: Workload) -> dict[str, Any]:
+    """A /generate body for a fixed-length workload (kept for callers of the single-request path)."""
+    out = workload.output_tokens if isinstance(workload.output_tokens, int) else 256
+    return request_body("generate", ids, out, workload)
 
 
 def token_times(times: list[float], tokens: list[int]) -> list[float]:
@@ -53,11 +87,13 @@ def token_times(times: list[float], tokens: list[int]) -> list[float]:
     return [t for t, n in zip(times, tokens) if n > 0]
 
 
-def summarize_stream(
-    times: list[float], tokens: list[int], e2e: float, time_scale: float, meta: dict[str, Any]
-) -> dict[str, Any]:
-    """Derived per-request figures from raw chunk times (seconds since send) and token counts."""
-    completion = int(sum(tokens))
+def summarize_stream(times: list[float], tokens: list[int], e2e: float, time_scale: float, meta: dict[str, Any],
+                     completion: int | None = None) -> dict[str, Any]:
+    """Derived per-request figures from raw chunk times (seconds since send) and token counts.
+
+    `completion` overrides the sum of chunk tokens (an OpenAI stream's `usage`).
+    """
+    completion = int(sum(tokens)) if completion is None else int(completion)
     arrivals = token_times(times, tokens)
     out: dict[str, Any] = {
         "completion_tokens": completion,
@@ -80,85 +116,346 @@ def summarize_stream(
     return out
 
 
-def measure_request(
-    session: requests.Session,
-    base_url: str,
-    body: dict[str, Any],
-    timeout_s: float,
-    time_scale: float = 1.0,
-    headers: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """Send one streaming /generate and time every event; never raises for server-side trouble."""
+class _Malformed(Exception):
+    """An SSE event that is not the JSON the endpoint sends."""
+
+
+class _Stream:
+    """Per-endpoint parsing of SSE events into (token count) and the final metadata."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.meta: dict[str, Any] = {}
+        self.seen = 0
+        self.finished = False
+        self.usage: dict[str, Any] | None = None
+        self.content_chunks = 0
+
+    def event(self, data: bytes) -> int:
+        """Tokens carried by one event's payload (0 for role-only, empty or usage-only chunks)."""
+        payload = json.loads(data)
+        if self.endpoint == "generate":
+            meta = payload.get("meta_info") or {}
+            self.meta = meta
+            count = int(meta.get("completion_tokens", self.seen))
+            new, self.seen = count - self.seen, count
+            if meta.get("finish_reason"):
+                self.finished = True
+            return new
+        if payload.get("usage"):
+            self.usage = payload["usage"]
+        choices = payload.get("choices") or []
+        if not choices:
+            return 0
+        choice = choices[0]
+        text = (choice.get("delta") or {}).get("content") if self.endpoint == "chat" else choice.get("text")
+        if choice.get("finish_reason"):
+            self.finished = True
+        if text:
+            self.content_chunks += 1
+            return 1
+        return 0
+
+
+async def measure_request(session: Any, base_url: str, body: dict[str, Any], timeout_s: float,
+                          time_scale: float = 1.0, headers: dict[str, str] | None = None,
+                          endpoint: Endpoint = "generate", t_origin: float | None = None) -> dict[str, Any]:
+    """Send one streaming request and time every event; never raises for server-side trouble.
+
+    `session` is an aiohttp ClientSession; `t_origin` (perf_counter) dates the send on the launch's
+    clock (`start_s`, model seconds).
+    """
+    import aiohttp
+
     times: list[float] = []
     tokens: list[int] = []
-    meta: dict[str, Any] = {}
+    parser = _Stream(endpoint)
     sent_at = datetime.now(timezone.utc).isoformat()
-    prompt_tokens = len(body.get("input_ids") or [])
+    prompt = body.get("input_ids") or body.get("prompt") or body.get("text") or ""
     t0 = time.perf_counter()
     error: str | None = None
     error_class: str | None = None
-    finished = False
-    seen = 0
     try:
-        with session.post(
-            base_url + "/generate", json=body, stream=True, timeout=(10.0, timeout_s), headers=headers
-        ) as resp:
-            if resp.status_code != 200:
-                error, error_class = f"HTTP {resp.status_code}: {resp.text[:300]}", "http_error"
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout_s)
+        async with session.post(base_url + ENDPOINT_PATHS[endpoint], json=body, headers=headers,
+                                timeout=timeout) as resp:
+            if resp.status != 200:
+                error, error_class = f"HTTP {resp.status}: {(await resp.text())[:300]}", "http_error"
             else:
                 buffer = b""
-                for piece in resp.iter_content(chunk_size=None):
+                async for piece in resp.content.iter_any():
                     now = time.perf_counter() - t0
                     buffer += piece
-                    while b"\n\n" in buffer:
+                    got, events = 0, 0
+                    while b"\n\n" in buffer:  # events read together arrived together: one chunk
                         event, buffer = buffer.split(b"\n\n", 1)
                         data = event.strip().removeprefix(b"data:").strip()
-                        if not data:
+                        if not data or data == b"[DONE]":
                             continue
-                        if data == b"[DONE]":
-                            finished = finished or bool(meta)
-                            continue
-                        payload = json.loads(data)
-                        meta = payload.get("meta_info", {}) or {}
-                        count = int(meta.get("completion_tokens", seen))
+                        try:
+                            got += parser.event(data)
+                        except (ValueError, TypeError, AttributeError) as exc:  # not the JSON event expected
+                            raise _Malformed(f"malformed event after {sum(tokens) + got} tokens: "
+                                             f"{type(exc).__name__}: {exc}") from None
+                        events += 1
+                    if got or (events and endpoint == "generate"):
                         times.append(now)
-                        tokens.append(count - seen)
-                        seen = count
-                        if meta.get("finish_reason"):
-                            finished = True
-                    if time.perf_counter() - t0 > timeout_s:
+                        tokens.append(got)
+                    if now > timeout_s:
                         error, error_class = f"timed out after {timeout_s:.0f} s", "timeout"
                         break
-                if error is None and not finished:
-                    error = f"stream ended before the request finished ({seen} tokens received)"
+                if error is None and not parser.finished:
+                    error = f"stream ended before the request finished ({sum(tokens)} tokens received)"
                     error_class = "stream_cut"
-    except (requests.RequestException, ValueError) as exc:
-        if isinstance(exc, requests.exceptions.ChunkedEncodingError):
-            error = f"stream ended before the request finished ({seen} tokens received): {exc}"
-            error_class = "stream_cut"
-        elif isinstance(exc, requests.Timeout) or "timed out" in str(exc):
-            error, error_class = f"timed out: no data for {timeout_s:g} s ({seen} tokens received)", "timeout"
-        elif not isinstance(exc, requests.RequestException):  # ValueError: an event that is not JSON
-            error, error_class = f"malformed event after {seen} tokens: {type(exc).__name__}: {exc}", "malformed_stream"
-        else:
-            error, error_class = f"{type(exc).__name__}: {exc}", "connection"
+    except asyncio.CancelledError:  # only the closed loop cancels: a cool-down request after the window
+        error = f"cancelled: the measured window had ended ({sum(tokens)} tokens received)"
+        error_class = "cancelled"
+    except _Malformed as exc:
+        error, error_class = str(exc), "malformed_stream"
+    except asyncio.TimeoutError:
+        error = f"timed out: no data for {timeout_s:g} s ({sum(tokens)} tokens received)"
+        error_class = "timeout"
+    except aiohttp.ClientPayloadError as exc:
+        error = f"stream ended before the request finished ({sum(tokens)} tokens received): {exc}"
+        error_class = "stream_cut"
+    except (aiohttp.ClientError, OSError) as exc:
+        error, error_class = f"{type(exc).__name__}: {exc}", "connection"
     e2e = time.perf_counter() - t0
+    meta = parser.meta
+    completion = None
+    source = "meta_info" if endpoint == "generate" else "chunks"
+    if parser.usage and parser.usage.get("completion_tokens") is not None:
+        completion, source = int(parser.usage["completion_tokens"]), "usage"
+    prompt_tokens = meta.get("prompt_tokens") or (parser.usage or {}).get("prompt_tokens")
     row: dict[str, Any] = {
         "ok": error is None,
         "error": error,
-        "error_class": error_class,  # http_error, timeout, stream_cut, malformed_stream or connection
-        "prompt_tokens": int(meta.get("prompt_tokens", prompt_tokens)),
+        "error_class": error_class,  # http_error, timeout, stream_cut, malformed_stream, connection or cancelled
+        "endpoint": endpoint,
+        "prompt_tokens": int(prompt_tokens if prompt_tokens is not None else
+                             (len(prompt) if isinstance(prompt, list) else 0)),
+        "token_count_source": source,
         "chunk_times_s": [round(t, 7) for t in times],
         "chunk_tokens": tokens,
         "time_scale": time_scale,
         "sent_at": sent_at,
+        "start_s": None if t_origin is None else round((t0 - t_origin) * time_scale, 7),
         "server_request_id": meta.get("id"),
         "sim_max_lag_s": meta.get("sim_max_lag_s"),
         "sim_first_lag_s": meta.get("sim_first_lag_s"),
         "sim_last_lag_s": meta.get("sim_last_lag_s"),
     }
-    row.update(summarize_stream(times, tokens, e2e, time_scale, meta))
+    row.update(summarize_stream(times, tokens, e2e, time_scale, meta, completion))
     return row
+
+
+# --------------------------------------------------------------------------- datasets
+
+
+def load_dataset(path: str | Path, fmt: str = "auto") -> tuple[list[DatasetRow], dict[str, Any]]:
+    """A dataset file's rows and what the record keeps of it (path, sha256). Raises ValueError."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {p}: {exc}") from None
+    try:
+        rows = parse_dataset(text, fmt)
+    except (ValueError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{p}: {exc}") from None
+    return rows, {"path": str(p), "sha256": sha256_file(p)}
+
+
+def resolve_plan(workload: Workload, *, requests_n: int, warmup: int, seed: int,
+                 base_dir: Path | None = None) -> Plan:
+    """The launch's plan, with the dataset read from disk where the workload names one."""
+    if workload.dataset is None:
+        return make_plan(workload, requests_n=requests_n, warmup=warmup, seed=seed)
+    path = Path(workload.dataset.path)
+    if not path.is_absolute() and base_dir is not None and not path.exists():
+        path = base_dir / path
+    rows, info = load_dataset(path, workload.dataset.format)
+    return make_plan(workload, requests_n=requests_n, warmup=warmup, seed=seed, dataset=rows, dataset_info=info)
+
+
+# --------------------------------------------------------------------------- executing a plan
+
+
+class _LoopLag:
+    """How long a callback made ready waits before the loop runs it, sampled every 10 ms."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self._task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(LOOP_LAG_PERIOD_S)
+            done = loop.create_future()
+            t = time.perf_counter()
+            loop.call_soon(lambda: done.done() or done.set_result(time.perf_counter() - t))
+            self.samples.append(await done)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+
+def _quantiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"n": 0, "p50": None, "p90": None, "p99": None, "max": None}
+    v = np.asarray(values, float)
+    return {"n": len(values), "p50": float(np.percentile(v, 50)), "p90": float(np.percentile(v, 90)),
+            "p99": float(np.percentile(v, 99)), "max": float(v.max())}
+
+
+CLIENT_LATE_WARN_S = 0.001  # median open-loop send lateness above this: the client could not keep the schedule
+LOOP_LAG_WARN_SHARE = 0.01  # median loop lag above this share of the median wall gap between chunks
+
+
+def client_health(lateness: list[float], loop_lag: list[float], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The client's own timing: send lateness, loop lag, and whether it was the bottleneck (pure)."""
+    gaps = []
+    for r in rows:
+        t = token_times(r.get("chunk_times_s") or [], r.get("chunk_tokens") or [])
+        gaps += [b - a for a, b in zip(t, t[1:])]
+    median_gap = statistics.median(gaps) if gaps else None
+    late, lag = _quantiles(lateness), _quantiles(loop_lag)
+    reasons = []
+    if late["p50"] is not None and late["p50"] > CLIENT_LATE_WARN_S:
+        reasons.append(f"median send lateness {late['p50'] * 1e3:.2f} ms > {CLIENT_LATE_WARN_S * 1e3:g} ms")
+    if lag["p50"] is not None and median_gap and lag["p50"] > LOOP_LAG_WARN_SHARE * median_gap:
+        reasons.append(f"median event-loop lag {lag['p50'] * 1e3:.3f} ms > {LOOP_LAG_WARN_SHARE:.0%} of the median "
+                       f"gap between chunks ({median_gap * 1e3:.2f} ms)")
+    return {"send_lateness_wall_s": late, "loop_lag_wall_s": lag, "median_chunk_gap_wall_s": median_gap,
+            "bottleneck": bool(reasons), "reasons": reasons}
+
+
+async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endpoint, model: str | None,
+                   time_scale: float, headers: dict[str, str] | None,
+                   on_row: Callable[[int, bool, dict[str, Any]], None]) -> dict[str, Any]:
+    import aiohttp
+
+    lag = _LoopLag()
+    lag.start()
+    lateness: list[float] = []
+    rows: list[dict[str, Any]] = []
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    t_origin = time.perf_counter()
+
+    async def one(session: aiohttp.ClientSession, req: PlannedRequest, extra: dict[str, Any]) -> dict[str, Any]:
+        body = request_body(endpoint, req.prompt, req.output_tokens, workload, model)
+        row = await measure_request(session, base_url, body, workload.request_timeout_s, time_scale, headers,
+                                    endpoint, t_origin)
+        row.update(extra, phase=req.phase, planned_prompt_tokens=req.prompt_tokens,
+                   planned_output_tokens=req.output_tokens)
+        if req.dataset_row is not None:
+            row["dataset_row"] = req.dataset_row
+        if req.phase == "measured":
+            rows.append(row)
+        on_row(req.index, req.phase != "measured", row)
+        return row
+
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await _open_connections(session, base_url, headers, min(len(plan.requests), plan.concurrency or 16, 256))
+        t_origin = time.perf_counter()
+        if plan.mode == "closed":
+            await _closed_loop(plan, session, one)
+        else:
+            await _open_loop(plan, session, one, time_scale, t_origin, lateness)
+    await lag.stop()
+    return client_health(lateness, lag.samples, rows)
+
+
+async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
+    """`concurrency` streams; each sends its next request when the last ends, until every measured one has ended."""
+    pending = iter(plan.requests)
+    measured_left = plan.measured
+    window_over = asyncio.Event()
+    if measured_left == 0:
+        window_over.set()
+
+    async def stream() -> None:
+        nonlocal measured_left
+        for req in pending:
+            if req.phase == "cooldown" and window_over.is_set():
+                return
+            await one(session, req, {})
+            if req.phase == "measured":
+                measured_left -= 1
+                if measured_left == 0:
+                    window_over.set()
+
+    tasks = [asyncio.ensure_future(stream()) for _ in range(plan.concurrency or 1)]
+    waiter = asyncio.ensure_future(window_over.wait())
+    await asyncio.wait([waiter, asyncio.gather(*tasks, return_exceptions=True)], return_when=asyncio.FIRST_COMPLETED)
+    for t in tasks:  # the measured window is over: cancel the cool-down requests still in flight
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    waiter.cancel()
+
+
+async def _open_loop(plan: Plan, session: Any, one: Callable, time_scale: float, t_origin: float,
+                     lateness: list[float]) -> None:
+    """Send each request at its scheduled time (model seconds / time_scale after the start)."""
+    limit = asyncio.Semaphore(plan.concurrency) if plan.concurrency else None
+    tasks = []
+
+    async def send(req: PlannedRequest, scheduled: float) -> None:
+        ready = time.perf_counter()
+        late = ready - scheduled
+        lateness.append(max(0.0, late))
+        try:
+            await one(session, req, {"scheduled_s": round((scheduled - t_origin) * time_scale, 7),
+                                     "send_lateness_wall_s": round(late, 7)})
+        finally:
+            if limit is not None:
+                limit.release()
+
+    for req in plan.requests:
+        target = t_origin + (req.send_at_s or 0.0) / time_scale
+        delay = target - time.perf_counter()
+        if delay > SPIN_BEFORE_SEND_S:
+            await asyncio.sleep(delay - SPIN_BEFORE_SEND_S)
+        while time.perf_counter() < target:
+            await asyncio.sleep(0)
+        if limit is not None:
+            await limit.acquire()
+            target = max(target, time.perf_counter())  # waiting for a free slot is the design's, not lateness
+        tasks.append(asyncio.ensure_future(send(req, target)))
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _open_connections(session: Any, base_url: str, headers: dict[str, str] | None, n: int) -> None:
+    """Fill the keep-alive pool before the clock starts, so no measured send pays for a TCP connect."""
+    async def ping() -> None:
+        try:
+            async with session.get(base_url + "/health", headers=headers) as resp:
+                await resp.read()
+        except Exception:  # the pool is an optimisation; the workload reports real failures
+            pass
+
+    await asyncio.gather(*(ping() for _ in range(max(1, n))))
+
+
+def served_model(base_url: str, headers: dict[str, str] | None) -> str | None:
+    """The first model an OpenAI-compatible server lists at /v1/models (None if it lists none)."""
+    import requests
+
+    try:
+        resp = requests.get(base_url + "/v1/models", headers=headers, timeout=10)
+        data = resp.json().get("data") or []
+        return str(data[0]["id"]) if resp.status_code == 200 and data else None
+    except (requests.RequestException, ValueError, KeyError, TypeError):
+        return None
 
 
 def run_workload(
@@ -171,35 +468,24 @@ def run_workload(
     time_scale: float = 1.0,
     api_key: str | None = None,
     on_row: Callable[[int, bool, dict[str, Any]], None],
-) -> None:
-    """Warm-up requests first, then `requests_n` measured ones, `workload.concurrency` at a time.
+    protocol: str = "sglang",
+    endpoint: Endpoint | None = None,
+    model: str | None = None,
+    base_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Execute the launch's workload plan against a running server; returns what the record keeps.
 
-    Each stream has its own thread and session. `on_row(index, warmup, row)` is called as soon
-    as a request ends (the caller writes it to disk at once).
+    `protocol` is the backend's (`sglang`: `/generate` unless the workload names an endpoint;
+    `openai`: `/v1/completions`); `endpoint` overrides both. `model` is the OpenAI `model` field
+    (default: the first id the server lists). `on_row(index, unanalysed, row)` is called the
+    moment a request ends (warm-up and cool-down rows have `unanalysed` true and their `phase`);
+    the caller writes it at once. Returns the resolved workload (seed, schedule hash, dataset
+    sha256 and rows) and the client's own timing health.
     """
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-
-    def phase(first: int, count: int, is_warmup: bool) -> None:
-        next_index = iter(range(first, first + count))
-        lock = threading.Lock()
-
-        def worker() -> None:
-            with requests.Session() as session:
-                while True:
-                    with lock:
-                        index = next(next_index, None)
-                    if index is None:
-                        return
-                    body = generate_body(prompt_ids(seed, index, workload.prompt_tokens), workload)
-                    row = measure_request(session, base_url, body, workload.request_timeout_s, time_scale, headers)
-                    on_row(index, is_warmup, row)
-
-        threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(workload.concurrency, count))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-
-    if warmup:
-        phase(0, warmup, True)
-    phase(warmup, requests_n, False)
+    ep: Endpoint = endpoint or endpoint_of(workload, protocol)
+    if ep != "generate" and model is None:
+        model = served_model(base_url, headers)
+    plan = resolve_plan(workload, requests_n=requests_n, warmup=warmup, seed=seed, base_dir=base_dir)
+    health = asyncio.run(_execute(plan, base_url, workload, ep, model, time_scale, headers, on_row))
+    return {**plan.resolved, "endpoint": ep, "model": model, "client": health}

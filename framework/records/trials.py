@@ -1,4 +1,5 @@
-"""The raw data of a run: one JSON line per launch outcome and one per request, written as they happen.
+"""The raw data of a run: one JSON line per launch outcome, one per request and one per finished
+workload (what was sent, as resolved), written as they happen.
 
 These rows are the only input the analysis needs, so anyone holding a trials file (and the
 hypothesis it was run for) can recompute every verdict. Times are seconds on the model's clock:
@@ -66,6 +67,34 @@ class RequestRow(_Row):
     chunk_tokens: list[int] = []
     time_scale: float = 1.0
     sent_at: str | None = None
+    phase: Literal["warmup", "measured", "cooldown"] | None = None  # `warmup` is true for warm-up and cool-down
+    endpoint: str | None = None
+    start_s: float | None = None  # send time, model seconds since the launch's workload began
+    scheduled_s: float | None = None  # open loop: the scheduled send time, same clock
+    send_lateness_wall_s: float | None = None  # open loop: actual minus scheduled send, wall seconds
+
+
+class WorkloadRow(_Row):
+    """The end of one launch's workload: the workload as resolved and the client's own timing.
+
+    `seed`, `schedule_sha256` (open loop) and `dataset` ({path, sha256, rows_used}) let anyone
+    rebuild the exact requests (framework.workload.make_plan); `client` holds the send lateness,
+    the event loop's lag and whether the client was the bottleneck.
+    """
+
+    kind: Literal["workload"] = "workload"
+    launch_id: str
+    condition: int
+    levels: dict[str, str]
+    mode: Literal["closed", "open"]
+    seed: int
+    endpoint: str
+    warmup: int
+    measured: int
+    cooldown: int = 0
+    schedule_sha256: str | None = None
+    dataset: dict | None = None
+    client: dict = {}
 
 
 class TrialsFileError(ValueError):

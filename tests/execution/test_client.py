@@ -45,10 +45,20 @@ import json  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
-import requests  # noqa: E402
+import asyncio  # noqa: E402
+
+import aiohttp  # noqa: E402
 
 from framework.execution.client import generate_body, measure_request  # noqa: E402
 from framework.spec import Workload  # noqa: E402
+
+
+def _measure(url: str, body: dict, timeout: float) -> dict:
+    async def go() -> dict:
+        async with aiohttp.ClientSession() as session:
+            return await measure_request(session, url, body, timeout)
+
+    return asyncio.run(go())
 
 
 class _Misbehaving(http.server.BaseHTTPRequestHandler):
@@ -96,8 +106,7 @@ def _serve(mode: str) -> tuple[http.server.ThreadingHTTPServer, str]:
 def test_failures_become_failed_rows_with_a_reason(mode, timeout, fragment):
     server, url = _serve(mode)
     try:
-        with requests.Session() as session:
-            row = measure_request(session, url, generate_body([1, 2, 3], Workload()), timeout)
+        row = _measure(url, generate_body([1, 2, 3], Workload()), timeout)
     finally:
         server.shutdown()
     assert row["ok"] is False

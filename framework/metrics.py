@@ -1,0 +1,182 @@
+"""Metric names and their per-launch values: what a prediction's `metric:` may name. Pure.
+
+Two families (definitions beside SGLang's bench_serving in docs/metrics.md):
+
+- per-request metrics (`ttft_s`, `tpot_s`, `e2e_s`, `decode_tok_s`, `output_tok_s`, `accept_length`,
+  `completion_tokens`): a launch's value is the mean over its measured requests, as before;
+- launch metrics, computed from all of a launch's rows at once:
+  `<request metric>.<stat>` with stat in mean, p50, p90, p99 (e.g. `ttft_s.p99`); `itl_s.<stat>`
+  over every gap between token-carrying chunks of the measured requests; `output_throughput`
+  (tokens/s) and `request_throughput` (requests/s) over the measured window; `goodput` (requests/s
+  meeting every SLO) and `slo_attainment` (their share of the measured requests).
+
+The measured window runs from the first measured request's send to the last one's end. Output
+throughput counts the tokens that arrived inside the window from every request in flight
+(warm-up and cool-down requests keep the load steady and their tokens are the server's output
+too); request throughput counts the requests that ended inside it. All times are model seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+import numpy as np
+
+REQUEST_METRICS: dict[str, str] = {
+    "decode_tok_s": "decode tokens/s per request: (completion_tokens - 1) / (t_last - t_first)",
+    "output_tok_s": "completion tokens per second of end-to-end latency",
+    "ttft_s": "time to first token, seconds",
+    "tpot_s": "time per output token after the first, seconds",
+    "e2e_s": "end-to-end request latency, seconds",
+    "accept_length": "speculative accept length (tokens per verify step) from meta_info",
+    "completion_tokens": "output tokens of a request",
+}
+STATS = ("mean", "p50", "p90", "p99")
+LAUNCH_METRICS: dict[str, str] = {
+    "output_throughput": "output tokens/s over the measured window, every request in flight counted",
+    "request_throughput": "requests/s ending inside the measured window",
+    "goodput": "measured requests meeting every SLO per second of the measured window (needs slo)",
+    "slo_attainment": "share of measured requests meeting every SLO (needs slo)",
+}
+SLO_KEYS = ("ttft_s", "tpot_s", "e2e_s", "itl_s")
+# rates: larger is better; everything else here is a time (smaller is better) or a count
+RATES = {"decode_tok_s", "output_tok_s", "output_throughput", "request_throughput", "goodput", "slo_attainment",
+         "accept_length"}
+
+
+def all_metric_names() -> list[str]:
+    names = list(REQUEST_METRICS) + list(LAUNCH_METRICS)
+    names += [f"{m}.{s}" for m in [*REQUEST_METRICS, "itl_s"] for s in STATS]
+    return names
+
+
+def check_metric(name: str) -> str | None:
+    """None if `name` is a metric, else what is allowed."""
+    if name in REQUEST_METRICS or name in LAUNCH_METRICS:
+        return None
+    base, _, stat = name.partition(".")
+    if stat and (base in REQUEST_METRICS or base == "itl_s") and stat in STATS:
+        return None
+    return (f"unknown metric {name!r}; allowed: {sorted(REQUEST_METRICS)}, {sorted(LAUNCH_METRICS)}, "
+            f"or <metric>.<stat> with metric in {sorted([*REQUEST_METRICS, 'itl_s'])} and stat in {list(STATS)}")
+
+
+def is_launch_metric(name: str) -> bool:
+    return name in LAUNCH_METRICS or "." in name
+
+
+def needs_slo(name: str) -> bool:
+    return name in ("goodput", "slo_attainment")
+
+
+def base_metric(name: str) -> str:
+    """The per-request quantity a metric is built on (for lag checks); throughputs count on e2e."""
+    if name in LAUNCH_METRICS:
+        return "e2e_s"
+    return name.partition(".")[0]
+
+
+def higher_is_better(name: str) -> bool:
+    return base_metric(name) in RATES or name in RATES
+
+
+# --------------------------------------------------------------------------- per request
+
+
+def itls(row: dict[str, Any]) -> list[float]:
+    """Every gap between consecutive token-carrying chunks of a request, model seconds."""
+    scale = row.get("time_scale") or 1.0
+    t = [c for c, n in zip(row.get("chunk_times_s") or [], row.get("chunk_tokens") or []) if n > 0]
+    return [(b - a) * scale for a, b in zip(t, t[1:])]
+
+
+def meets_slo(row: dict[str, Any], slo: dict[str, float]) -> bool:
+    """An ok request whose every SLO'd figure is known and at most its bound (itl_s: every gap)."""
+    if not row.get("ok"):
+        return False
+    for key, bound in slo.items():
+        if key == "itl_s":
+            gaps = itls(row)
+            if any(g > bound for g in gaps):
+                return False
+            continue
+        v = row.get(key)
+        if not isinstance(v, (int, float)) or not math.isfinite(v) or v > bound:
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------- per launch
+
+
+def _stat(values: list[float], stat: str) -> float | None:
+    if not values:
+        return None
+    if stat == "mean":
+        return float(np.mean(values))
+    return float(np.percentile(values, float(stat[1:])))  # linear interpolation, as numpy's default
+
+
+def window(rows: list[dict[str, Any]]) -> tuple[float, float] | None:
+    """(start, end) of the measured window in model seconds: first measured send to last measured end."""
+    measured = [r for r in rows if not r.get("warmup") and r.get("start_s") is not None and r.get("e2e_s")]
+    if not measured:
+        return None
+    return min(r["start_s"] for r in measured), max(r["start_s"] + r["e2e_s"] for r in measured)
+
+
+def launch_value(name: str, rows: Iterable[dict[str, Any]], slo: dict[str, float] | None = None) -> float | None:
+    """A launch metric from all of the launch's request rows (any phase; the window decides)."""
+    rows = [r for r in rows if r.get("kind", "request") == "request"]
+    measured = [r for r in rows if not r.get("warmup")]
+    ok = [r for r in measured if r.get("ok")]
+    if "." in name:
+        base, _, stat = name.partition(".")
+        if base == "itl_s":
+            values = [g for r in ok for g in itls(r)]
+        else:
+            values = [float(r[base]) for r in ok if isinstance(r.get(base), (int, float)) and math.isfinite(r[base])]
+        return _stat(values, stat)
+    if name == "slo_attainment":
+        return sum(1 for r in measured if meets_slo(r, slo or {})) / len(measured) if measured else None
+    span = window(rows)
+    if span is None or span[1] <= span[0]:
+        return None
+    t0, t1 = span
+    dur = t1 - t0
+    if name == "output_throughput":
+        tokens = 0
+        for r in rows:
+            if r.get("start_s") is None:
+                continue
+            scale = r.get("time_scale") or 1.0
+            for t, n in zip(r.get("chunk_times_s") or [], r.get("chunk_tokens") or []):
+                if t0 <= r["start_s"] + t * scale <= t1:
+                    tokens += n
+            # an OpenAI stream counts one token per content chunk; its usage total corrects the last chunk
+            counted = sum(r.get("chunk_tokens") or [])
+            if r.get("ok") and r.get("completion_tokens", counted) != counted and r.get("e2e_s") is not None:
+                if t0 <= r["start_s"] + r["e2e_s"] <= t1:
+                    tokens += r["completion_tokens"] - counted
+        return tokens / dur
+    if name == "request_throughput":
+        ended = sum(1 for r in rows if r.get("ok") and r.get("start_s") is not None and r.get("e2e_s") is not None
+                    and t0 < r["start_s"] + r["e2e_s"] <= t1 + 1e-9)
+        return ended / dur
+    if name == "goodput":
+        return sum(1 for r in measured if meets_slo(r, slo or {})) / dur
+    raise ValueError(check_metric(name) or f"{name!r} is a per-request metric")
+
+
+def launch_summary(rows: list[dict[str, Any]], slo: dict[str, float] | None = None) -> dict[str, float | None]:
+    """Every launch metric of one launch (for the record and the report)."""
+    out: dict[str, float | None] = {}
+    for base in [*REQUEST_METRICS, "itl_s"]:
+        for stat in STATS:
+            out[f"{base}.{stat}"] = launch_value(f"{base}.{stat}", rows, slo)
+    for name in LAUNCH_METRICS:
+        if needs_slo(name) and not slo:
+            continue
+        out[name] = launch_value(name, rows, slo)
+    return out
