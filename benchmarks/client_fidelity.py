@@ -60,7 +60,21 @@ def main() -> int:
     ap.add_argument("--speedup", type=float, nargs="+", default=[1.0, 20.0])
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     ap.add_argument("--requests", type=int, default=16)
+    ap.add_argument("--load", action="store_true",
+                    help="instead: concurrency 1-256 and open-loop rates, the framework's client beside a "
+                         "bench_serving-style reference and the previous thread client (benchmarks/client_load.py)")
+    ap.add_argument("--load-concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
+    ap.add_argument("--load-rates", type=float, nargs="+", default=[2, 8, 16, 32])
+    ap.add_argument("--load-clients", nargs="+", default=["async", "reference", "threads"])
     args = ap.parse_args()
+    if args.load:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from client_load import main_load
+
+        with tempfile.TemporaryDirectory() as tmp:
+            main_load(args.speedup[0], args.load_concurrency, args.load_rates, args.load_clients, args.requests,
+                      Path(tmp))
+        return 0
     print(f"{'config':<15} {'speedup':>7} {'conc':>4} {'n':>4} {'median |err|':>13} {'p90 |err|':>10} {'median err':>11}")
     with tempfile.TemporaryDirectory() as tmp:
         for speedup in args.speedup:

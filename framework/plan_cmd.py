@@ -19,6 +19,8 @@ from rich.table import Table
 from framework import design as design_mod
 from framework.progress import make_console
 from framework.planning import PlanRow, launches_for_hypothesis, plan, plan_from_rows
+from framework.metrics import is_launch_metric
+from framework.workload import mean_length
 from framework.spec import Experiment, Hypothesis
 
 PLAN_KEYS = ("pilot", "power")
@@ -39,8 +41,13 @@ def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests:
         profile = load_profile(design_mod.sim_profile_for(h, exp, cond))
         flags = design_mod.server_args_for(h, exp, cond)
         w = design_mod.workload_for(h, exp, cond)
+        if w.open_loop or w.dataset is not None:
+            raise ValueError(f"the simulator's planning model covers closed-loop synthetic workloads; condition "
+                             f"{cond.label()} runs an open loop or a dataset: plan from a pilot run "
+                             f"(plan hypothesis={h.name} pilot=RUN_DIR)")
         try:
-            m = expected_metrics(profile, flags, w.prompt_tokens, w.output_tokens, w.concurrency)
+            m = expected_metrics(profile, flags, mean_length(w.prompt_tokens), mean_length(w.output_tokens),
+                                 w.concurrency)
         except Exception:  # a configuration the profile cannot start (a launches prediction)
             continue
         value = m.get(h.metric)
@@ -48,7 +55,7 @@ def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests:
             means[cond.index] = float(value)
         sd_launch = max(sd_launch, float(m["launch_log_sd"]))
         slow_prob, slow_factor = float(m["slow_launch_prob"]), float(m["slow_launch_factor"])
-        sd_req[cond.index] = (request_log_sd(profile, flags, w.output_tokens)
+        sd_req[cond.index] = (request_log_sd(profile, flags, mean_length(w.output_tokens))
                               if h.metric == "decode_tok_s" else float(m["request_log_sd"]))
         launch_cost[cond.index] = float(profile.startup_s)
         request_cost[cond.index] = float(m["e2e_s"])
@@ -86,10 +93,26 @@ def plan_command(args: list[str]) -> int:
         trials = Path(kv["pilot"]) / "trials.jsonl"
         if not trials.exists():
             raise ConfigError("command line", "pilot", f"{kv['pilot']} is not a run directory (no trials.jsonl)")
-        rows = plan_from_rows(h, read_trials(trials), power=power, alpha=d.alpha, requests=d.requests, warmup=d.warmup)
+        try:
+            rows = plan_from_rows(h, read_trials(trials), power=power, alpha=d.alpha, requests=d.requests,
+                                  warmup=d.warmup)
+        except ValueError as exc:
+            raise ConfigError("command line", "pilot", str(exc)) from None
         source = f"assumptions from the pilot run {kv['pilot']}: its means, variance components and measured costs"
+        if is_launch_metric(h.metric):
+            source += (f"; {h.metric} is one value per launch, so its noise is the pilot's between-launch sd at "
+                       f"the pilot's workload and requests per launch (keep them when you run the plan)")
+    elif is_launch_metric(h.metric):
+        raise ConfigError(
+            "command line", "pilot",
+            f"{h.metric} is a per-launch metric (a percentile, a throughput or goodput): the simulator's model has "
+            f"no noise model for it, so the plan needs a pilot run: python -m framework run hypothesis={h.name} "
+            f"design.launches=3, then plan hypothesis={h.name} pilot=RUN_DIR")
     else:
-        rows, source = plan_from_profile(h, exp, power=power, requests=d.requests, warmup=d.warmup, alpha=d.alpha)
+        try:
+            rows, source = plan_from_profile(h, exp, power=power, requests=d.requests, warmup=d.warmup, alpha=d.alpha)
+        except ValueError as exc:
+            raise ConfigError("command line", "pilot", str(exc)) from None
     print_plan(make_console(), h, rows, power, source, d.requests, d.warmup, block=d.sequential.block,
                alpha=d.alpha)
     return 0

@@ -235,6 +235,7 @@ def plan_from_rows(h: Hypothesis, rows: Iterable[dict[str, Any]], *, power: floa
     and the mean end-to-end time of each condition's requests.
     """
     from framework.analysis import analyze
+    from framework.metrics import is_launch_metric
 
     a = analyze(h, list(rows), alpha=alpha, method="welch")
     pooled = a.details["variance"]["pooled"]
@@ -246,7 +247,30 @@ def plan_from_rows(h: Hypothesis, rows: Iterable[dict[str, Any]], *, power: floa
             means[c.index] = c.metric.geometric_mean
         vw = (c.variance or {}).get("var_within")
         sd_req[c.index] = math.sqrt(vw if vw is not None else (pooled["var_within"] or 0.0))
+    if is_launch_metric(h.metric):
+        # one value per launch (a percentile, a throughput): its whole noise is between launches, and it
+        # already holds the pilot's requests per launch; plan at the pilot's requests per launch
+        sd_launch = launch_metric_sd(a)
+        sd_req = {c.index: 0.0 for c in a.conditions}
     lc = launch_cost_s if launch_cost_s is not None else (a.details["variance"]["launch_cost_s"] or 0.0)
     rc = request_cost_s if request_cost_s is not None else (a.details["variance"]["request_cost_s"] or 0.0)
     return plan(h, means=means, sd_launch_log=sd_launch, sd_request_log=sd_req, requests=requests, warmup=warmup,
                 launch_cost_s=lc, request_cost_s=rc, power=power, alpha=alpha)
+
+
+def launch_metric_sd(a: Any) -> float:
+    """Pooled sd of the log per-launch values over conditions (df-weighted); launch metrics' only noise.
+
+    Raises ValueError when no condition has two launches with a value: a pilot needs at least two.
+    """
+    num = df = 0
+    for c in a.conditions:
+        logs = [math.log(v) for v in c.metric.launch_means if v and v > 0]
+        if len(logs) >= 2:
+            mu = sum(logs) / len(logs)
+            num += sum((x - mu) ** 2 for x in logs)
+            df += len(logs) - 1
+    if df == 0:
+        raise ValueError("the pilot has fewer than 2 launches with a value in every condition: "
+                         "a launch metric's noise is between launches, so run at least 2 per condition")
+    return math.sqrt(num / df)

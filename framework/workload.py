@@ -190,6 +190,15 @@ def draw_lengths(spec: Length, n: int, rng: np.random.Generator) -> list[int]:
     return [max(spec.min, int(x)) for x in values]
 
 
+def mean_length(spec: Length) -> int:
+    """The typical length of a distribution (for planning from a model), rounded."""
+    if isinstance(spec, int):
+        return spec
+    if isinstance(spec, Uniform):
+        return round((spec.low + spec.high) / 2)
+    return max(spec.min, round(spec.mean))
+
+
 def token_prompt(rng: np.random.Generator, length: int) -> list[int]:
     return [int(x) for x in rng.integers(*PROMPT_TOKEN_RANGE, size=length)]
 

@@ -86,6 +86,7 @@ class WorkloadRow(_Row):
     launch_id: str
     condition: int
     levels: dict[str, str]
+    ok: bool = True  # the workload ran to its end (every trials row has `ok`)
     mode: Literal["closed", "open"]
     seed: int
     endpoint: str
