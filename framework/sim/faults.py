@@ -130,7 +130,9 @@ def plan_from_values(values: dict[str, Any]) -> FaultPlan | None:
 
 
 def crash_at_start(plan: FaultPlan | None) -> None:
-    """Exit now with the plan's code, after saying so, if the plan asks for it."""
+    """Log the plan (so the server log shows what was injected); exit now with its code if it asks to."""
+    if plan is not None:
+        log.warning(f"{MARK}: plan {plan.describe()}")
     if plan is not None and plan.crash_at_start is not None:
         log.error(f"{MARK}: crash at start (exit code {plan.crash_at_start})")
         sys.stdout.flush()
