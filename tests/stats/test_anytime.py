@@ -67,3 +67,12 @@ def test_bounds_and_p_values_agree_and_the_sequence_only_narrows():
 def test_no_spread_gives_no_evidence():
     eff = at.AnytimeEffect([0.1, 0.1, 0.1, 0.1, 0.1])
     assert eff.p_above(0.0) == 1.0 and eff.bounds(0.05) == (-math.inf, math.inf)
+
+
+@pytest.mark.parametrize("t,n", [(1.5, 3), (3.0, 5), (-2.0, 8), (4.0, 12)])
+def test_symmetric_mixture_matches_the_closed_form_fixed_g_bayes_factor(t, n):
+    """(E(t) + E(-t)) / 2 mixes over a N(0, r^2) prior: Rouder et al. (2009)'s Bayes factor with g = r^2."""
+    nu, g = n - 1, at.PRIOR_SCALE ** 2
+    closed = (1 + n * g) ** -0.5 * ((1 + t * t / nu) / (1 + t * t / ((1 + n * g) * nu))) ** ((nu + 1) / 2)
+    mixed = (math.exp(at.log_e_value(t, n)) + math.exp(at.log_e_value(-t, n))) / 2
+    assert mixed == pytest.approx(closed, rel=1e-6)
