@@ -349,8 +349,9 @@ def _launches(p: Launches, data: dict[int, _Cond], conds: list[Condition]) -> de
             err = r.get("error")
             if r.get("ok") and not ok:
                 err = "started but served no request"
-            outcomes.append(decisions.LaunchOutcome(r["launch_id"], ok, err, tuple(r.get("log_tail") or ())))
-    return decisions.launches(outcomes, p.expect, p.match)
+            outcomes.append(decisions.LaunchOutcome(r["launch_id"], ok, err, tuple(r.get("log_tail") or ()),
+                                                    r.get("failure_class")))
+    return decisions.launches(outcomes, p.expect, p.match, p.failure_class)
 
 
 def _finite_ci(ci: tuple[float, float] | None) -> list[float] | None:

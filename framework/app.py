@@ -88,6 +88,7 @@ def precheck(overrides: list[str]) -> None:
     """Raise SpecError for anything that would make the run fail before measuring."""
     from framework.runner import ConfigError, effective_design, load_pair, sim_coverage_or_refuse
     from framework.preflight import backend_fits, backend_settings
+    from framework.execution.backends import BackendConfigError, check
 
     for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
         cfg = compose(variant)
@@ -101,6 +102,10 @@ def precheck(overrides: list[str]) -> None:
         backend_fits(backend, h)
         if cfg.get("resume") and not Path(cfg.resume).exists():
             raise ConfigError("command line", "resume", f"{cfg.resume} does not exist; give a run or sweep directory")
+        try:
+            check(backend, exp)
+        except BackendConfigError as exc:
+            raise ConfigError("command line", exc.field, exc.message) from None
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")

@@ -103,6 +103,10 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
         conds.add_row(escape(", ".join(f"{k}={v}" for k, v in c["levels"].items())), str(c["launches"]["ok"]),
                       failed, _fmt(mean, ".4g"))
     console.print(conds)
+    for c in record["conditions"]:
+        for failure in c.get("failures") or []:  # "<class>: <the log line that shows it>"
+            console.print(escape(f"  {', '.join(f'{k}={v}' for k, v in c['levels'].items())} failed: {failure}"),
+                          highlight=False)
     ext = (record.get("analysis") or {}).get("extension")
     mark = "" if not ext else (" — extended run (anytime-valid)" if ext.get("registered")
                                else " — [bold yellow]UNREGISTERED EXTENSION[/bold yellow]")

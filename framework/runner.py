@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import statistics
 import sys
 import threading
@@ -34,9 +33,11 @@ from rich.markup import escape
 from framework import design as design_mod
 from framework.analysis import Analysis, analyze
 from framework.execution import client
-from framework.execution.backends import BackendSettings, server_spec
+from framework.execution.backends import BackendConfigError, BackendSettings, server_spec
+from framework.execution.backends import check as check_backend
+from framework.execution.failures import classify
 from framework.execution.launcher import (
-    ENDPOINT_PROBE_S, LaunchError, ServerProcess, free_port, install_signal_handlers, unreachable,
+    ENDPOINT_PROBE_S, LaunchError, ServerProcess, free_port, install_signal_handlers, log_tail, unreachable,
 )
 from framework.preflight import backend_fits, backend_settings, check_pair
 from framework.redaction import Redactor, ledger_salt, secret_values
@@ -45,11 +46,8 @@ from framework.records.models import (
     ConditionRecord, HypothesisRef, LaunchCounts, PredictionRecord, TrialsRef, VerdictRecord,
 )
 from framework.records.ledger import sha256_file
-from framework.records.trials import LaunchRow, RequestRow, WorkloadRow, read_trials
+from framework.records.trials import LaunchEndRow, LaunchRow, RequestRow, WorkloadRow, read_trials
 from framework.spec import Design, Experiment, Hypothesis, SpecError, load_experiment, load_hypothesis
-
-ERROR_LINE = re.compile(r"(Error|Exception|error:|FATAL|Traceback)")
-
 
 class ConfigError(SpecError):
     """A bad command-line or config value (reported like a spec error: file/field/what is allowed)."""
@@ -158,6 +156,10 @@ def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunConte
     if cwd is not None and not ledger.is_absolute():
         ledger = cwd / ledger
     backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
+    try:
+        check_backend(backend, exp)
+    except BackendConfigError as exc:
+        raise ConfigError("command line", exc.field, exc.message) from None
     d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
     backend_fits(backend, h)
     check_workloads(h, h_path, exp)
@@ -283,21 +285,19 @@ def completed_launches(rows: Iterable[dict[str, Any]], requests_n: int) -> dict[
 # --------------------------------------------------------------------------- one launch
 
 
-def failure_line(message: str, tail: list[str]) -> str:
-    """The most telling line of a failed start-up: the last error-looking log line."""
-    for line in reversed(tail):
-        if ERROR_LINE.search(line) and not line.lstrip().startswith("File "):
-            return f"{message}: {line.strip()}"
-    return message
+CLASSIFY_LINES = 400  # log lines read to classify a failure (a vLLM traceback runs long); the row keeps 20
 
 
-def server_info(base_url: str, api_key: str | None) -> dict[str, Any] | None:
+def server_info(base_url: str, api_key: str | None, paths: tuple[str, ...] = ("/get_server_info", "/server_info")
+                ) -> dict[str, Any] | None:
+    """The server's description of itself from the first of the backend's info routes that answers JSON."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    for path in ("/get_server_info", "/server_info"):
+    for path in paths:
         try:
             resp = requests.get(base_url + path, timeout=5, headers=headers)
             if resp.status_code == 200:
-                return resp.json()
+                data = resp.json()
+                return data if isinstance(data, dict) else {"response": data}
         except (requests.RequestException, ValueError):
             continue
     return None
@@ -312,7 +312,8 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
     common = {"launch_id": launch_id, "condition": cond.index, "levels": cond.levels}
     started = now_iso()
     server: ServerProcess | None = None
-    if ctx.backend.name == "endpoint":
+    row = ctx.backend.table
+    if not row.starts_server:
         base_url, argv, startup = str(ctx.backend.url).rstrip("/"), [], 0.0
         problem = unreachable(base_url, min(ctx.backend.ready_timeout_s, ENDPOINT_PROBE_S))
         if problem:  # no answer at all: no evidence about the server (framework.evidence)
@@ -334,16 +335,20 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
         except LaunchError as exc:
             server.stop()
             ctx.redactor.scrub_file(log_path)
+            failure = classify(exc.exit_code, log_tail(log_path, CLASSIFY_LINES), row.failure_patterns,
+                               timed_out=exc.timed_out)
+            release = server.wait_released(ctx.backend.settle_timeout_s)
             writer.write(LaunchRow(
                 **common, replicate=planned.replicate, block=planned.block, attempt=attempt, seed=planned.seed,
-                ok=False, exit_code=exc.exit_code, error=failure_line(exc.message, exc.log_tail),
-                log_tail=exc.log_tail, argv=argv, started=started, finished=now_iso(),
+                ok=False, exit_code=exc.exit_code, error=failure.message(), failure_class=failure.cls,
+                failure_line=failure.line, log_tail=exc.log_tail, argv=argv, started=started, finished=now_iso(),
+                release=release.as_dict(),
             ).model_dump(mode="json"))
             writer.sync()
-            progress.launch_failed(cond, exc.message)
+            progress.launch_failed(cond, failure.message())
             return
     try:
-        info = server_info(base_url, ctx.backend.api_key)
+        info = server_info(base_url, ctx.backend.api_key, row.info_paths)
         writer.write(LaunchRow(
             **common, replicate=planned.replicate, block=planned.block, attempt=attempt, seed=planned.seed,
             ok=True, startup_s=startup, argv=argv, server_info=info, started=started, finished=now_iso(),
@@ -367,9 +372,27 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
                           + "; ".join(health.get("reasons") or []))
     finally:
         if server is not None:
-            server.stop()
-            ctx.redactor.scrub_file(server.spec.log_path)
+            end_launch(ctx, server, common, writer, progress, cond)
         writer.sync()
+
+
+def end_launch(ctx: RunContext, server: ServerProcess, common: dict[str, Any], writer: TrialsWriter,
+               progress: RunProgress, cond: design_mod.Condition) -> None:
+    """Stop a server that started; record whether it had died on its own and how long the machine took to free up."""
+    crashed = server.exited_on_its_own()
+    exit_code = server.stop()
+    ctx.redactor.scrub_file(server.spec.log_path)
+    failure = None
+    if crashed is not None:
+        failure = classify(crashed, log_tail(server.spec.log_path, CLASSIFY_LINES), ctx.backend.table.failure_patterns,
+                           after_ready=True)
+        progress.launch_failed(cond, failure.message())
+    release = server.wait_released(ctx.backend.settle_timeout_s)
+    writer.write(LaunchEndRow(
+        **common, exit_code=exit_code, crashed=crashed is not None,
+        failure_class=failure.cls if failure else None, failure_line=failure.line if failure else None,
+        error=failure.message() if failure else None, release=release.as_dict(), finished=now_iso(),
+    ).model_dump(mode="json"))
 
 
 # --------------------------------------------------------------------------- the whole run
@@ -492,6 +515,11 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
     backend = backend_label(ctx.backend, info)
     env = environment.fingerprint()
     env.update(backend=backend, launcher=ctx.backend.name, server=_server_summary(info))
+    env.update(environment.backend_environment(ctx.backend, ctx.experiment.model_path, server_info=info))
+    crashes: dict[int, set[str]] = {}
+    for r in writer.rows:
+        if r["kind"] == "launch_end" and r.get("error"):
+            crashes.setdefault(r["condition"], set()).add(r["error"])
     return VerdictRecord(
         hypothesis=HypothesisRef(
             name=h.name, sha256=sha256_file(ctx.hypothesis_path), statement=h.statement.strip(),
@@ -507,7 +535,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
                 server_args=design_mod.server_args_for(h, ctx.experiment, conds[c.index]),
                 launches=LaunchCounts(**c.launches),
                 metric=c.metric.model_dump(),
-                failures=c.failures,
+                failures=sorted({*c.failures, *crashes.get(c.index, set())}),
                 outlier_launches=c.outlier_launches,
             )
             for c in analysis.conditions
@@ -526,6 +554,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
             "extension": extension(previous, d.model_dump(mode="json"), d.analysis, d.alpha,
                                    _previous_launches(previous)) if previous else None,
             "launch_attempts": _attempts_summary(writer.rows),
+            "release": release_summary(writer.rows),
             "amended": amended,
             "workloads": workload_records(writer.rows),
             **lag,
@@ -614,8 +643,11 @@ def sim_metric_lags(rows: list[dict[str, Any]], metric: str) -> list[float]:
 
 
 def protocol_of(backend: BackendSettings) -> str:
-    """The wire protocol the backend speaks (`sglang` or `openai`): the client's default endpoint."""
-    return str(getattr(backend, "protocol", None) or "sglang")
+    """The wire protocol the backend speaks (`sglang` or `openai`): the client's default endpoint.
+
+    `backend.protocol` when set, else the backend table's (llamacpp, vllm, command: openai).
+    """
+    return backend.effective_protocol
 
 
 def time_scale_of(backend: BackendSettings, info: dict[str, Any] | None) -> float:
@@ -688,6 +720,18 @@ def _previous_launches(previous: dict[str, Any] | None) -> int | None:
     counts = [int((c.get("launches") or {}).get("ok", 0)) + int((c.get("launches") or {}).get("failed", 0))
               for c in (previous or {}).get("conditions") or []]
     return max(counts) if counts else None
+
+
+def release_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How long launches waited for the previous server's group, port and GPU memory to be released."""
+    waits = [r["release"] for r in rows if r.get("kind") in ("launch", "launch_end") and r.get("release")]
+    if not waits:
+        return {"launches": 0}
+    times = [w["waited_s"] for w in waits]
+    held = [w for w in waits if not (w["group_gone"] and w["port_free"] and w["gpu_released"] is not False)]
+    return {"launches": len(waits), "total_waited_s": round(sum(times), 3), "max_waited_s": round(max(times), 3),
+            "median_waited_s": round(statistics.median(times), 4), "not_released_in_time": len(held),
+            "gpu_checked": any(w["gpu_released"] is not None for w in waits)}
 
 
 def _launches_per_condition(rows: list[dict[str, Any]]) -> dict[str, int]:

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from framework import yamlio
+from framework.execution.failures import FAILURE_CLASSES
 from framework.metrics import LAUNCH_METRICS, REQUEST_METRICS, SLO_KEYS, check_metric, needs_slo
 from framework.workload import Workload
 
@@ -149,14 +150,25 @@ class Interaction(_Strict):
 
 
 class Launches(_Strict):
-    """A configuration starts and serves, or fails at start-up with a message matching `match`."""
+    """A configuration starts and serves, or fails with a message matching `match` and/or a failure class.
+
+    `failure_class` is one of framework.execution.failures.FAILURE_CLASSES (bad_flag, model_not_found,
+    port_in_use, out_of_memory, cuda_mismatch, ...), as classified from the exit code and the log.
+    """
 
     id: str
     kind: Literal["launches"]
     where: dict[str, str]
     expect: Literal["starts", "fails"]
     match: str | None = None
+    failure_class: Literal[FAILURE_CLASSES] | None = None  # type: ignore[valid-type]
     note: str = ""
+
+    @model_validator(mode="after")
+    def _class_only_for_failures(self) -> "Launches":
+        if self.failure_class is not None and self.expect != "fails":
+            raise ValueError("failure_class applies to expect: fails")
+        return self
 
     @field_validator("match")
     @classmethod

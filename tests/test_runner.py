@@ -1,9 +1,9 @@
-"""Pure helpers of the run shell: design overrides, resumable launches, failure lines, sim lag."""
+"""Pure helpers of the run shell: design overrides, resumable launches, sim lag."""
 
 import pytest
 
 from framework.runner import (
-    ConfigError, completed_launches, effective_design, failure_line, sim_metric_lags, sim_relative_lag,
+    ConfigError, completed_launches, effective_design, sim_metric_lags, sim_relative_lag,
 )
 from framework.spec import Design
 
@@ -38,14 +38,6 @@ def test_completed_launches_are_failures_or_fully_measured():
         {"kind": "request", "launch_id": "c", "warmup": False},
     ]
     assert sorted(completed_launches(rows, requests_n=2)) == ["a", "b"]
-
-
-def test_failure_line_picks_the_error_not_the_traceback_frames():
-    tail = ["Traceback (most recent call last):", '  File "x.py", line 3, in <module>',
-            "RuntimeError: No supported CUDA architectures found for major versions [9, 10]"]
-    assert failure_line("exited with code 1", tail).endswith("No supported CUDA architectures found for major "
-                                                              "versions [9, 10]")
-    assert failure_line("exited with code 1", ["loading..."]) == "exited with code 1"
 
 
 def test_sim_relative_lag_is_the_worst_request():

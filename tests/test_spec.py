@@ -104,3 +104,14 @@ def test_parser_never_crashes_on_arbitrary_text(text):
         parse_yaml(text, "x.yaml")
     except SpecError as exc:
         assert exc.file == "x.yaml"
+
+
+def test_launches_failure_class_is_checked():
+    from framework.spec import Launches
+
+    ok = Launches(id="x", kind="launches", where={}, expect="fails", failure_class="port_in_use")
+    assert ok.failure_class == "port_in_use"
+    with pytest.raises(Exception, match="bad_flag"):  # the error lists the allowed classes
+        Launches(id="x", kind="launches", where={}, expect="fails", failure_class="port_taken")
+    with pytest.raises(Exception, match="expect: fails"):
+        Launches(id="x", kind="launches", where={}, expect="starts", failure_class="port_in_use")

@@ -5,8 +5,14 @@ path a GPU run takes. Guarantees:
 
 - the argv is executed directly (never through a shell) in a new process group, its output
   going to a log file;
-- readiness means `GET /health` answered 200; a process that exits during start-up fails fast
-  with its exit code and the last log lines; a start-up that takes too long fails clearly;
+- readiness means the backend's health route (`GET /health`, or `/v1/models` for servers
+  without one) answered 200; a process that exits during start-up fails fast with its exit code
+  and the last log lines; a start-up that takes too long fails clearly;
+- the server's environment is the framework's minus the variables its backend would let
+  override its flags (llama-cpp-python's `PORT`, `HOST`, ...), plus the configured ones;
+- after a stop, `wait_released` waits until the process group is gone, the port is free and,
+  where `nvidia-smi` exists, no process of the group holds GPU memory, so the next launch does
+  not share the machine with the last one;
 - stopping sends SIGTERM to the group, then SIGKILL after a grace period;
 - no server outlives the framework: live servers are stopped at interpreter exit and on
   SIGTERM, the child gets PR_SET_PDEATHSIG where that is safe, and a tiny watchdog process kills
@@ -28,6 +34,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 import requests
 
@@ -38,10 +45,12 @@ STOP_GRACE_S = 10.0
 class LaunchError(Exception):
     """The server did not become ready: why, its exit code (if it exited), and its last log lines."""
 
-    def __init__(self, message: str, exit_code: int | None = None, log_tail: list[str] | None = None) -> None:
+    def __init__(self, message: str, exit_code: int | None = None, log_tail: list[str] | None = None,
+                 timed_out: bool = False) -> None:
         self.message = message
         self.exit_code = exit_code
         self.log_tail = log_tail or []
+        self.timed_out = timed_out
         super().__init__(message)
 
 
@@ -52,6 +61,7 @@ class ServerSpec:
     port: int
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)
+    env_unset: tuple[str, ...] = ()  # names dropped from the inherited environment (case-insensitive; `X*`: prefix)
     ready_timeout_s: float = 600.0
     health_path: str = "/health"
     api_key: str | None = None
@@ -66,6 +76,13 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def server_environ(environ: Mapping[str, str], unset: tuple[str, ...]) -> dict[str, str]:
+    """The inherited environment without the names in `unset` (any case; a trailing `*` is a prefix)."""
+    names = {u.upper() for u in unset if not u.endswith("*")}
+    prefixes = tuple(u[:-1].upper() for u in unset if u.endswith("*"))
+    return {k: v for k, v in environ.items() if k.upper() not in names and not (prefixes and k.upper().startswith(prefixes))}
 
 
 def log_tail(path: Path, lines: int = 20) -> list[str]:
@@ -131,14 +148,16 @@ class ServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.watchdog: subprocess.Popen[bytes] | None = None
         self.startup_s: float | None = None
+        self.ready = False
+        self._group: set[int] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> "ServerProcess":
         spec = self.spec
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith("FRAMEWORK_SECRET_")}  # redaction
-        env = {**inherited, **spec.env}
+        # FRAMEWORK_SECRET_* carry redacted secrets to Hydra, never to a server; env_unset: the backend's overrides
+        env = {**server_environ(os.environ, ("FRAMEWORK_SECRET_*", *spec.env_unset)), **spec.env}
         use_pdeathsig = sys.platform == "linux" and threading.current_thread() is threading.main_thread()
         with open(spec.log_path, "ab") as log:
             self.proc = subprocess.Popen(  # noqa: S603 - an argv list, never a shell
@@ -176,6 +195,7 @@ class ServerProcess:
             try:
                 if session.get(url, timeout=2.0).status_code == 200:
                     self.startup_s = time.monotonic() - t0
+                    self.ready = True
                     return self.startup_s
             except requests.RequestException:
                 pass
@@ -183,7 +203,8 @@ class ServerProcess:
                 tail = log_tail(self.spec.log_path)
                 self.stop()
                 raise LaunchError(
-                    f"server not ready after {self.spec.ready_timeout_s:.0f} s (no 200 from {url})", None, tail
+                    f"server not ready after {self.spec.ready_timeout_s:.0f} s (no 200 from {url})", None, tail,
+                    timed_out=True,
                 )
             time.sleep(READY_POLL_S)
 
@@ -192,6 +213,7 @@ class ServerProcess:
         proc = self.proc
         if proc is None:
             return None
+        self._group |= set(group_pids(proc.pid)) | {proc.pid}
         if proc.poll() is None:
             _signal_group(proc.pid, signal.SIGTERM)
             try:
@@ -202,6 +224,15 @@ class ServerProcess:
         _signal_group(proc.pid, signal.SIGKILL)  # stragglers that ignored SIGTERM
         self._forget()
         return proc.returncode
+
+    def exited_on_its_own(self) -> int | None:
+        """The exit code if the server died by itself (before `stop`), else None."""
+        return None if self.proc is None else self.proc.poll()
+
+    def wait_released(self, timeout_s: float = 60.0) -> "Release":
+        """After `stop`: wait until the group is gone, the port is free and the group's GPU memory is released."""
+        assert self.proc is not None
+        return wait_released(self.proc.pid, self.spec.host, self.spec.port, self._group, timeout_s)
 
     def _forget(self) -> None:
         if self.proc is not None:
@@ -222,6 +253,72 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@dataclass(frozen=True)
+class Release:
+    """How long the machine took to be free of a stopped server, and what was still held at the deadline."""
+
+    waited_s: float
+    group_gone: bool
+    port_free: bool
+    gpu_released: bool | None  # None: no nvidia-smi on this machine
+
+    def as_dict(self) -> dict[str, object]:
+        return {"waited_s": round(self.waited_s, 4), "group_gone": self.group_gone, "port_free": self.port_free,
+                "gpu_released": self.gpu_released}
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group."""
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if p.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(p.info["pid"]) == pgid:
+                out.append(p.info["pid"])
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return out
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Whether a server could bind the port now (with SO_REUSEADDR, as servers do)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def gpu_pids() -> set[int] | None:
+    """PIDs holding GPU memory (`nvidia-smi --query-compute-apps`), or None without nvidia-smi."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return {int(x) for x in out.stdout.split() if x.strip().isdigit()}
+
+
+def wait_released(pgid: int, host: str, port: int, pids: set[int], timeout_s: float = 60.0,
+                  poll_s: float = 0.05) -> Release:
+    """Poll until the group has no live process, the port binds and none of `pids` holds GPU memory."""
+    t0 = time.monotonic()
+    gpu_check = gpu_pids() is not None
+    while True:
+        gone = not group_pids(pgid)
+        free = port_is_free(host, port)
+        held = gpu_pids() if gpu_check else None
+        gpu_ok = None if held is None else not (held & pids)
+        if (gone and free and gpu_ok is not False) or time.monotonic() - t0 > timeout_s:
+            return Release(time.monotonic() - t0, gone, free, gpu_ok)
+        time.sleep(poll_s)
 
 
 def _signal_group(pgid: int, sig: int) -> None:

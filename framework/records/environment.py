@@ -8,6 +8,8 @@ the backend and the server's `/get_server_info` on top (see `with_server`).
 
 from __future__ import annotations
 
+import hashlib
+import os
 import platform
 import re
 import socket
@@ -91,6 +93,89 @@ def fingerprint() -> dict[str, Any]:
         "git": git_info(),
         "gpu": gpu,
         "cuda": gpu.get("cuda") if gpu else None,
+    }
+
+
+SHA256_MAX_BYTES = 256 * 2**20  # hash model files up to this size; larger ones get path and size only
+
+
+def model_file_info(model_path: str, max_bytes: int = SHA256_MAX_BYTES) -> dict[str, Any]:
+    """The model a server loaded: sha256 and size for a small local file, path and size otherwise.
+
+    A directory (a Hugging Face checkout) gets its total size; a name that is not a local path (a
+    hub repository id) is recorded as given.
+    """
+    path = Path(model_path)
+    if path.is_file():
+        size = path.stat().st_size
+        out: dict[str, Any] = {"path": str(path), "bytes": size, "sha256": None}
+        if size <= max_bytes:
+            digest = hashlib.sha256()
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+            out["sha256"] = digest.hexdigest()
+        return out
+    if path.is_dir():
+        files = [p for p in path.rglob("*") if p.is_file()]
+        return {"path": str(path), "bytes": sum(p.stat().st_size for p in files), "files": len(files), "sha256": None}
+    return {"path": model_path, "local": False}
+
+
+def cpu_info() -> dict[str, Any]:
+    """CPU model and how many threads this process may use (what a CPU server competes for)."""
+    model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {"model": model or platform.processor() or None, "logical_cpus": os.cpu_count(), "usable_cpus": affinity}
+
+
+def _package_version(python: str | None, name: str) -> str | None:
+    if python is None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+    out = _run([python, "-c", "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))", name], timeout=30)
+    return out.strip() if out else None
+
+
+def backend_environment(settings: Any, model_path: str, server_info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the backend table says to capture: server version, build flags, the model file, the CPU.
+
+    `settings` is a BackendSettings; every probe runs the backend's own interpreter or binary, and
+    each one tolerates absence (null), so a missing server gives nulls rather than an error.
+    """
+    from framework.execution.backends import probe_values
+
+    row = settings.table
+    values = probe_values(settings)
+    version, source = None, None
+    if row.version_package:
+        python = settings.python if "{python}" in " ".join(row.argv) else None
+        version, source = _package_version(python, row.version_package), f"package {row.version_package}"
+    elif row.version_argv:
+        argv = [a.format_map(values) for a in row.version_argv]
+        out = _run(argv, timeout=30)
+        version, source = (out.strip() or None) if out else None, " ".join(argv)
+    if version is None and server_info and isinstance(server_info.get("version"), str):
+        version, source = server_info["version"], "server info"
+    build = None
+    if row.build_info_argv:
+        out = _run([a.format_map(values) for a in row.build_info_argv], timeout=60)
+        build = out.strip() if out else None
+    return {
+        "server_version": version,
+        "server_version_source": source,
+        "server_build": build,
+        "model": model_file_info(model_path) if row.starts_server or Path(model_path).exists() else {"path": model_path},
+        "cpu": cpu_info(),
     }
 
 

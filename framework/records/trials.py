@@ -34,12 +34,35 @@ class LaunchRow(_Row):
     ok: bool
     exit_code: int | None = None
     reachable: bool | None = None  # False: an endpoint that never answered (no evidence, framework.evidence)
-    error: str | None = None
+    error: str | None = None  # "<failure class>: <the log line that shows it> (exit code N)"
+    failure_class: str | None = None  # framework.execution.failures.FAILURE_CLASSES
+    failure_line: str | None = None
     log_tail: list[str] = []
+    release: dict | None = None  # after a failed start: how long the group, port and GPU memory took to free
     startup_s: float | None = None
     argv: list[str] = []
     server_info: dict | None = None
     started: str
+    finished: str
+
+
+class LaunchEndRow(_Row):
+    """The end of a launch that started: its exit, a crash while measured, and the wait until the machine was free.
+
+    `release.waited_s` is how long the next launch had to wait for this server's process group to be
+    gone, its port to be free and (with nvidia-smi) its GPU memory to be released.
+    """
+
+    kind: Literal["launch_end"] = "launch_end"
+    launch_id: str
+    condition: int
+    levels: dict[str, str]
+    exit_code: int | None = None
+    crashed: bool = False  # exited on its own after it was ready (failure_class crash_after_ready)
+    failure_class: str | None = None
+    failure_line: str | None = None
+    error: str | None = None
+    release: dict | None = None
     finished: str
 
 

@@ -155,6 +155,7 @@ class LaunchOutcome:
     ok: bool  # started (and, where requests were sent, served at least one)
     error: str | None = None
     log_tail: Sequence[str] = ()
+    failure_class: str | None = None  # framework.execution.failures' class of a failed launch
 
 
 def _failure_line(o: LaunchOutcome, pattern: re.Pattern[str] | None) -> str | None:
@@ -174,8 +175,13 @@ def _quote(line: str | None, limit: int = 160) -> str:
     return repr(line)
 
 
-def launches(outcomes: Sequence[LaunchOutcome], expect: Literal["starts", "fails"], match: str | None) -> Decision:
-    """Counts of launch outcomes: supported iff all match, refuted iff none, else inconclusive (flaky)."""
+def launches(outcomes: Sequence[LaunchOutcome], expect: Literal["starts", "fails"], match: str | None,
+             failure_class: str | None = None) -> Decision:
+    """Counts of launch outcomes: supported iff all match, refuted iff none, else inconclusive (flaky).
+
+    A failure matches when its message or log matches `match` (if given) and its class is
+    `failure_class` (if given).
+    """
     n = len(outcomes)
     if n == 0:
         return Decision("inconclusive", "no launch of the matching condition(s) was run", details={"launches": 0})
@@ -189,13 +195,14 @@ def launches(outcomes: Sequence[LaunchOutcome], expect: Literal["starts", "fails
         else:
             line = _failure_line(o, pattern) if not o.ok else None
             ok = (not o.ok) and (pattern is None or line is not None)
+            ok = ok and (failure_class is None or o.failure_class == failure_class)
             if ok and captured is None:
                 captured = line
             if not ok and not o.ok and other is None:
                 other = _failure_line(o, None)
         matched.append(ok)
     k = sum(matched)
-    details = {"launches": n, "matched": k, "expect": expect, "match": match,
+    details = {"launches": n, "matched": k, "expect": expect, "match": match, "failure_class": failure_class,
                "captured": captured, "other_failure": other}
     if expect == "starts":
         if k == n:
@@ -204,7 +211,7 @@ def launches(outcomes: Sequence[LaunchOutcome], expect: Literal["starts", "fails
         if k == 0:
             return Decision("refuted", f"0/{n} launches started; {msg}", 0.0, None, None, details)
         return Decision("inconclusive", f"flaky: {k}/{n} launches started; {msg}", float(k / n), None, None, details)
-    what = f"failed matching {match!r}" if match else "failed"
+    what = "failed" + (f" as {failure_class}" if failure_class else "") + (f" matching {match!r}" if match else "")
     if k == n:
         return Decision("supported", f"all {n} launch(es) {what}: {_quote(captured)}", 1.0, None, None, details)
     started = sum(o.ok for o in outcomes)

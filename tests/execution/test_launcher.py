@@ -87,3 +87,23 @@ def test_no_server_outlives_a_sigkilled_framework(tmp_path):
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     assert wait_dead(server_pid), "the server survived its framework"
+
+
+def test_the_next_launch_waits_until_the_group_and_port_are_released(tmp_path):
+    server = ServerProcess(spec(tmp_path, "--child")).start()
+    server.wait_ready()
+    server.stop(grace_s=2)
+    release = server.wait_released(timeout_s=20)
+    assert release.group_gone and release.port_free and release.waited_s < 20
+    assert release.gpu_released in (None, True)  # None where there is no nvidia-smi
+
+
+def test_the_server_environment_drops_overriding_variables(tmp_path, monkeypatch):
+    monkeypatch.setenv("PORT", "1")
+    port = free_port()
+    s = ServerSpec([sys.executable, "-c", "import os; print('PORT' in os.environ, os.environ['X'])"], "127.0.0.1",
+                   port, tmp_path / "env.log", env={"X": "y"}, env_unset=("port",), ready_timeout_s=5)
+    server = ServerProcess(s).start()
+    server.proc.wait(timeout=10)
+    server.stop()
+    assert (tmp_path / "env.log").read_text().split() == ["False", "y"]

@@ -96,3 +96,16 @@ def test_launches_rules_and_captured_line():
     assert dec.verdict == "inconclusive" and "flaky: 3/5" in dec.reason and "boom" in dec.reason
     assert decisions.launches([_o(True)] * 4, "starts", None).verdict == "supported"
     assert decisions.launches([], "starts", None).verdict == "inconclusive"
+
+
+def test_launches_can_match_a_failure_class():
+    def failed(cls):
+        return decisions.LaunchOutcome("l", False, f"{cls}: a line", (), cls)
+
+    two = [failed("port_in_use"), failed("port_in_use")]
+    dec = decisions.launches(two, "fails", None, "port_in_use")
+    assert dec.verdict == "supported" and "as port_in_use" in dec.reason
+    assert decisions.launches(two, "fails", None, "out_of_memory").verdict == "refuted"
+    assert decisions.launches(two, "fails", "a line", "port_in_use").verdict == "supported"
+    assert decisions.launches([failed("port_in_use"), failed("bad_flag")], "fails", None,
+                              "bad_flag").verdict == "inconclusive"

@@ -1,0 +1,147 @@
+"""Why a server launch failed, from its exit code and its log: one class and the line that shows it.
+
+Pure functions over plain data. Every backend crashes in its own words, so the backend table
+(`framework.execution.backends`) gives each backend its own patterns; they are tried before the
+generic ones below, which cover what Python servers, PyTorch, CUDA and uvicorn print.
+
+The log is read from the end backwards and the first line that matches a pattern wins: the last
+telling line is the one nearest the exit (a vLLM engine's root cause sits above its generic
+"Engine core initialization failed" line, which matches nothing and is skipped). An argparse help
+text printed after an error (llama-cpp-python prints one after a bad value) is dropped first, so
+that option descriptions never match.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+from typing import Iterable, Literal, Sequence
+
+FailureClass = Literal[
+    "bad_flag",           # argparse rejected the command line (exit 2)
+    "bad_value",          # a flag's value was rejected (out of range, wrong type, missing required setting)
+    "model_not_found",    # the model path or repository does not exist
+    "model_corrupt",      # the model file exists but cannot be loaded (damaged, unsupported format or architecture)
+    "port_in_use",        # the HTTP port was taken
+    "out_of_memory",      # host or GPU memory ran out
+    "cuda_mismatch",      # kernels not built for this GPU architecture, or a driver too old for the CUDA runtime
+    "crash_after_ready",  # the server answered its health route, then died while being measured
+    "ready_timeout",      # the server neither became ready nor exited in time
+    "killed",             # ended by a signal with no telling log line
+    "exited",             # exited during start-up; nothing in the log matched a known class
+]
+FAILURE_CLASSES: tuple[str, ...] = FailureClass.__args__  # type: ignore[attr-defined]
+
+Patterns = Sequence[tuple[str, str]]  # (class, regular expression), tried in order on each line
+
+# Tried on every line after a backend's own patterns; the order settles lines that match two.
+GENERIC_PATTERNS: Patterns = (
+    ("port_in_use", r"[Aa]ddress already in use|EADDRINUSE|\[Errno 98\]|couldn't bind HTTP server socket"),
+    ("cuda_mismatch", r"no kernel image is available|No supported CUDA architectures|"
+                      r"CUDA driver version is insufficient|driver on your system is too old|"
+                      r"cudaErrorNoKernelImageForDevice|cudaErrorInsufficientDriver|"
+                      r"is not compatible with the current PyTorch installation|Found no NVIDIA driver|"
+                      r"CUDA error: (invalid device function|no kernel image)|unsupported gpu architecture"),
+    ("out_of_memory", r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|"
+                      r"\bout of memory\b|Cannot allocate memory|std::bad_alloc|\bMemoryError\b|"
+                      r"failed to allocate|No available memory for the cache blocks|Not enough memory"),
+    ("model_not_found", r"[Mm]odel path does not exist|No such file or directory|is not a local folder and is not a "
+                        r"valid model identifier|Repository Not Found|RepositoryNotFoundError|"
+                        r"Incorrect path_or_model_id|(model|file) (path )?not found|does not appear to have a file"),
+    ("model_corrupt", r"Failed to load model|error loading model|invalid magic|not a GGUF|unknown model architecture|"
+                      r"unsupported model architecture|architectures? .* (are|is) not supported|SafetensorError|"
+                      r"Error while deserializing|failed to read tensor|tensor .* data is not within|"
+                      r"unexpected end of file|Unrecognized model in|invalid load key"),
+    ("bad_value", r"validation errors? for \w+|Input should be|Invalid boolean argument|"
+                  r"argument [-\w/]+: invalid \w+ value|invalid choice:|must be (greater|less|positive)"),
+    ("bad_flag", r"unrecognized arguments?|ambiguous option|expected (one|at least one) argument|"
+                 r"the following arguments are required|invalid argument:|unknown (argument|option)"),
+)
+
+_ARGPARSE_ERROR = re.compile(r"^\S+: error: ")
+_ERRORISH = re.compile(r"(Error|Exception|error:|FATAL|Traceback|failed)")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A classified launch failure: the class, the line that shows it (or a summary) and the exit code."""
+
+    cls: FailureClass
+    line: str
+    exit_code: int | None = None
+
+    def message(self) -> str:
+        """One line for the record, the verdict table and the console: class first, then the evidence."""
+        code = "" if self.exit_code is None else f" (exit code {self.exit_code})"
+        return f"{self.cls}: {self.line}{code}"
+
+
+def strip_help(lines: Sequence[str]) -> list[str]:
+    """The log without a trailing argparse help block (from the last `usage:` line), keeping argparse errors."""
+    start = max((i for i, ln in enumerate(lines) if ln.lstrip().startswith("usage:")), default=None)
+    if start is None:
+        return list(lines)
+    return list(lines[:start]) + [ln for ln in lines[start:] if _ARGPARSE_ERROR.match(ln.strip())]
+
+
+def _compiled(patterns: Iterable[tuple[str, str]]) -> list[tuple[str, re.Pattern[str]]]:
+    return [(cls, re.compile(rx)) for cls, rx in patterns]
+
+
+def match_line(lines: Sequence[str], patterns: Patterns = ()) -> tuple[str, str] | None:
+    """The (class, line) of the last log line matching a backend pattern or a generic one."""
+    compiled = _compiled(patterns) + _compiled(GENERIC_PATTERNS)
+    for line in reversed(strip_help(lines)):
+        text = line.strip()
+        if not text or text.startswith('File "'):
+            continue
+        for cls, rx in compiled:
+            if rx.search(text):
+                return cls, text
+    return None
+
+
+def _last_errorish(lines: Sequence[str]) -> str | None:
+    for line in reversed(strip_help(lines)):
+        text = line.strip()
+        if text and _ERRORISH.search(text) and not text.startswith('File "'):
+            return text
+    return next((ln.strip() for ln in reversed(lines) if ln.strip()), None)
+
+
+def classify(
+    exit_code: int | None,
+    log_lines: Sequence[str],
+    patterns: Patterns = (),
+    *,
+    timed_out: bool = False,
+    after_ready: bool = False,
+) -> Failure:
+    """The class of a failed launch.
+
+    `timed_out`: the server was still running when the readiness deadline passed. `after_ready`:
+    it had answered its health route and then exited (the measured requests died with it). An
+    exit during start-up is classified by the log; exit code 2 with an argparse `error:` line is a
+    bad flag even when no pattern knows the wording; a negative code is the signal that ended it.
+    """
+    found = match_line(log_lines, patterns)
+    if timed_out:
+        return Failure("ready_timeout", found[1] if found else (_last_errorish(log_lines) or "no log output"), None)
+    if after_ready:
+        return Failure("crash_after_ready", found[1] if found else (_last_errorish(log_lines) or "no log output"),
+                       exit_code)
+    if found:
+        return Failure(found[0], found[1], exit_code)  # type: ignore[arg-type]
+    if exit_code == 2:
+        argparse_line = next((ln.strip() for ln in reversed(log_lines) if _ARGPARSE_ERROR.match(ln.strip())), None)
+        if argparse_line:
+            return Failure("bad_flag", argparse_line, exit_code)
+    if exit_code is not None and exit_code < 0:
+        try:
+            name = signal.Signals(-exit_code).name
+        except ValueError:
+            name = f"signal {-exit_code}"
+        hint = "; the kernel's out-of-memory killer sends SIGKILL" if -exit_code == signal.SIGKILL else ""
+        return Failure("killed", f"ended by {name}{hint}", exit_code)
+    return Failure("exited", _last_errorish(log_lines) or "no log output", exit_code)

@@ -1,0 +1,78 @@
+"""Failure classes from exit codes and log lines (pure). Real llama.cpp processes: tests/test_llamacpp.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from framework.execution.backends import BACKENDS
+from framework.execution.failures import FAILURE_CLASSES, classify, strip_help
+
+VLLM = BACKENDS["vllm"].failure_patterns
+SGLANG = BACKENDS["sglang"].failure_patterns
+LLAMA = BACKENDS["llamacpp"].failure_patterns
+
+ARGPARSE = ["usage: api_server.py [-h] [--host HOST] [--port PORT]",
+            "api_server.py: error: unrecognized arguments: --tp-sise 8"]
+
+
+@pytest.mark.parametrize("code, lines, patterns, expected", [
+    (2, ARGPARSE, VLLM, "bad_flag"),
+    (2, ["usage: x [-h]", "x: error: something argparse never said before"], (), "bad_flag"),
+    (2, ["usage: x", "x: error: argument --n_threads: invalid int value: 'two'"], LLAMA, "bad_value"),
+    # vLLM's engine failures: the root cause sits above a generic last line that matches nothing
+    (1, ["ERROR [core.py:700] EngineCore failed to start.",
+         "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+         "initializing the engine.",
+         "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"],
+     VLLM, "out_of_memory"),
+    (1, ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+         "79.19 GiB of which 1.06 GiB is free."], VLLM, "out_of_memory"),
+    (1, ["RuntimeError: CUDA error: no kernel image is available for execution on the device"], VLLM, "cuda_mismatch"),
+    (1, ["RuntimeError: The NVIDIA driver on your system is too old (found version 11040)."], VLLM, "cuda_mismatch"),
+    (1, ["OSError: nope/llama is not a local folder and is not a valid model identifier listed on "
+         "'https://huggingface.co/models'"], VLLM, "model_not_found"),
+    (1, ["ValueError: Model architectures ['FooForCausalLM'] are not supported for now."], VLLM, "model_corrupt"),
+    (1, ["ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 8000): address already in use",
+         "INFO:     Waiting for application shutdown."], VLLM, "port_in_use"),
+    (1, ["Traceback (most recent call last):", '  File "x.py", line 3, in <module>',
+         "RuntimeError: No supported CUDA architectures found for major versions [9, 10]"], SGLANG, "cuda_mismatch"),
+    # llama-cpp-python, as the issue recorded it
+    (1, ["ValueError: Model path does not exist: /nope.gguf"], LLAMA, "model_not_found"),
+    (1, ["gguf_init_from_file_impl: invalid magic characters: 'xxxx', expected 'GGUF'",
+         "llama_model_load: error loading model: llama_model_loader: failed to load model from /m.gguf",
+         "ValueError: Failed to load model from file: /m.gguf"], LLAMA, "model_corrupt"),
+    (1, ["1 validation error for Settings", "n_threads",
+         "  Input should be greater than or equal to 1 [type=greater_than_equal, input_value=0, input_type=int]"],
+     LLAMA, "bad_value"),
+    (-9, ["loading model"], LLAMA, "killed"),
+    (1, ["loading model", "something odd happened"], LLAMA, "exited"),
+])
+def test_classes_from_exit_codes_and_log_lines(code, lines, patterns, expected):
+    failure = classify(code, lines, patterns)
+    assert failure.cls == expected and failure.cls in FAILURE_CLASSES
+    assert failure.exit_code == code
+    assert f"(exit code {code})" in failure.message() and failure.message().startswith(expected + ": ")
+
+
+def test_the_line_shown_is_the_evidence_not_a_traceback_frame():
+    failure = classify(1, ["Traceback (most recent call last):", '  File "/x/model_path does not exist.py", line 1',
+                           "ValueError: Model path does not exist: /nope.gguf"], LLAMA)
+    assert failure.line == "ValueError: Model path does not exist: /nope.gguf"
+
+
+def test_timeouts_and_crashes_after_ready_are_their_own_classes():
+    assert classify(None, ["still loading"], timed_out=True).cls == "ready_timeout"
+    crash = classify(-11, ["serving", "Segmentation fault"], after_ready=True)
+    assert crash.cls == "crash_after_ready" and crash.exit_code == -11
+    # the cause, when the log names one, is the line shown
+    oom = classify(1, ["serving", "torch.OutOfMemoryError: CUDA out of memory."], VLLM, after_ready=True)
+    assert oom.cls == "crash_after_ready" and "out of memory" in oom.line
+
+
+def test_help_text_after_an_error_never_matches():
+    # llama-cpp-python prints its whole --help after a settings error; option texts mention memory and models
+    lines = ["1 validation error for Settings", "n_ctx", "  Input should be greater than or equal to 0",
+             "usage: __main__.py [-h] [--model MODEL]", "  --model MODEL  The path to the model. Failed to load model",
+             "  --use_mlock  Force the system to keep the model in RAM. out of memory"]
+    assert strip_help(lines) == lines[:3]
+    assert classify(1, lines, LLAMA).cls == "bad_value"
