@@ -120,7 +120,7 @@ BACKENDS: dict[str, Backend] = {
         api_key_env="API_KEY", env_unset=LLAMA_CPP_SETTINGS,
         failure_patterns=(
             ("model_not_found", r"Model path does not exist"),
-            ("model_corrupt", r"gguf_init_from_file\w*: (invalid|failed)|llama_model_load: error|"
+            ("model_corrupt", r"gguf_init_from_\w+: (invalid|failed)|llama_model_load: error|"
                               r"Failed to load model from file|failed to load model"),
             ("bad_value", r"validation errors? for Settings"),
         ),
@@ -134,7 +134,7 @@ BACKENDS: dict[str, Backend] = {
         api_key_env="LLAMA_API_KEY", env_unset=("LLAMA_ARG_*",),
         failure_patterns=(
             ("model_not_found", r"failed to open GGUF file|No such file"),
-            ("model_corrupt", r"gguf_init_from_file\w*: (invalid|failed)|error loading model|failed to load model"),
+            ("model_corrupt", r"gguf_init_from_\w+: (invalid|failed)|error loading model|failed to load model"),
             ("port_in_use", r"couldn't bind HTTP server socket"),
             ("bad_flag", r"error: invalid argument|error: unknown argument"),
         ),

@@ -5,8 +5,9 @@ Pure functions over plain data. Every backend crashes in its own words, so the b
 generic ones below, which cover what Python servers, PyTorch, CUDA and uvicorn print.
 
 The log is read from the end backwards and the first line that matches a pattern wins: the last
-telling line is the one nearest the exit (a vLLM engine's root cause sits above its generic
-"Engine core initialization failed" line, which matches nothing and is skipped). An argparse help
+telling line is the one nearest the exit. Lines that only restate a failure (llama.cpp's "Failed
+to load model from file", vLLM's "Engine core initialization failed. See root cause above") are
+skipped while a line above them names the cause. An argparse help
 text printed after an error (llama-cpp-python prints one after a bad value) is dropped first, so
 that option descriptions never match.
 """
@@ -59,6 +60,12 @@ GENERIC_PATTERNS: Patterns = (
                  r"the following arguments are required|invalid argument:|unknown (argument|option)"),
 )
 
+# Lines that only restate a failure whose cause is logged above them: used only when no other line matches.
+SUMMARY_LINES = re.compile(
+    r"(ValueError: )?Failed to load model from file|llama_model_load_from_file_impl: failed to load model|"
+    r"error loading model: llama_model_loader: failed to load model|Engine core initialization failed|"
+    r"See root cause above"
+)
 _ARGPARSE_ERROR = re.compile(r"^\S+: error: ")
 _ERRORISH = re.compile(r"(Error|Exception|error:|FATAL|Traceback|failed)")
 
@@ -92,13 +99,14 @@ def _compiled(patterns: Iterable[tuple[str, str]]) -> list[tuple[str, re.Pattern
 def match_line(lines: Sequence[str], patterns: Patterns = ()) -> tuple[str, str] | None:
     """The (class, line) of the last log line matching a backend pattern or a generic one."""
     compiled = _compiled(patterns) + _compiled(GENERIC_PATTERNS)
-    for line in reversed(strip_help(lines)):
-        text = line.strip()
-        if not text or text.startswith('File "'):
-            continue
-        for cls, rx in compiled:
-            if rx.search(text):
-                return cls, text
+    candidates = [ln.strip() for ln in strip_help(lines) if ln.strip() and not ln.strip().startswith('File "')]
+    for summaries in (False, True):  # a cause first; a summary line only when no cause is logged
+        for text in reversed(candidates):
+            if not summaries and SUMMARY_LINES.search(text):
+                continue
+            for cls, rx in compiled:
+                if rx.search(text):
+                    return cls, text
     return None
 
 

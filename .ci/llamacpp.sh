@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Install the pinned llama-cpp-python (with its server extra) and gguf into the active venv, and
+# generate the seeded tiny Llama model, for the `llamacpp` backend and its test tier.
+#
+#   bash .ci/llamacpp.sh
+#
+# PyPI has only the sdist, which compiles llama.cpp. The wheel is built once and kept in
+# $FRAMEWORK_WHEEL_CACHE (default ~/.cache/framework/wheels): a cached wheel is reused; otherwise it
+# is built with the shortest CMake options (no LLaVA/mtmd, no tests, no examples; GGML_NATIVE=OFF,
+# so the cached wheel runs on any x86-64 CPU with AVX2, at the cost of AVX-512 kernels) and stored.
+# The time taken is printed. The model goes to models/tiny-llama.gguf (git-ignored), seed 0.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VERSION=0.3.36
+CACHE="${FRAMEWORK_WHEEL_CACHE:-$HOME/.cache/framework/wheels}"
+mkdir -p "$CACHE"
+start=$(date +%s)
+wheel=$(ls "$CACHE"/llama_cpp_python-"$VERSION"-*.whl 2>/dev/null | head -n 1 || true)
+if [ -n "$wheel" ]; then
+  echo "llama-cpp-python $VERSION: reusing the cached wheel $(basename "$wheel")"
+else
+  echo "llama-cpp-python $VERSION: building the wheel (compiles llama.cpp; about 8-13 min on 2 cores)"
+  CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=OFF" \
+    python -m pip wheel --no-deps "llama-cpp-python==$VERSION" -w "$CACHE"
+  wheel=$(ls "$CACHE"/llama_cpp_python-"$VERSION"-*.whl | head -n 1)
+  echo "llama-cpp-python $VERSION: wheel built in $(( $(date +%s) - start )) s and cached in $CACHE"
+fi
+python -m pip install "$wheel[server]" "gguf>=0.10"
+echo "llama-cpp-python $VERSION installed in $(( $(date +%s) - start )) s"
+python -m framework.tiny_gguf models/tiny-llama.gguf --seed 0

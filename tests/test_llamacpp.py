@@ -1,0 +1,140 @@
+"""Real llama.cpp servers (llama-cpp-python), launched and classified by the framework.
+
+Marker `llamacpp`: part of the default `python -m pytest -q` whenever llama-cpp-python[server] and
+gguf are installed (`.ci/run` installs them), skipped with the reason otherwise. The model is the
+seeded tiny Llama (framework.tiny_gguf), generated once per module in a second or two.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import socket
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import framework, ledger_records
+from framework import design
+from framework.execution.backends import BackendSettings, server_spec
+from framework.execution.failures import classify
+from framework.execution.launcher import LaunchError, ServerProcess, free_port, log_tail
+from framework.spec import Experiment, Hypothesis
+from framework.tiny_gguf import tiny_llama, write_gguf
+
+MISSING = [m for m in ("llama_cpp", "gguf", "fastapi", "sse_starlette", "pydantic_settings")
+           if importlib.util.find_spec(m) is None]
+pytestmark = [
+    pytest.mark.llamacpp,
+    pytest.mark.skipif(bool(MISSING), reason=f"llama-cpp-python[server] and gguf are not installed ({MISSING}); "
+                                            "pip install -e '.[llamacpp]' or run .ci/run"),
+]
+
+EXPERIMENT = """\
+name: tiny_llama_cpu
+model_path: models/tiny-llama.gguf
+server_args: [--n_ctx, "256"]  # verbose (the default) logs the cause of a load failure
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("model") / "tiny-llama.gguf"
+    write_gguf(tiny_llama(0), path)
+    return path
+
+
+def _workdir_with_model(workdir: Path, model: Path) -> None:
+    (workdir / "models").mkdir()
+    shutil.copy(model, workdir / "models" / "tiny-llama.gguf")
+    (workdir / "exp").mkdir()
+    (workdir / "exp" / "tiny_llama_cpu.yaml").write_text(EXPERIMENT)
+
+
+def test_each_failure_class_comes_from_a_real_llama_cpp_process(workdir, tiny_model):
+    """Bad flag, bad value, missing model, corrupt model and port in use, each from a real launch."""
+    _workdir_with_model(workdir, tiny_model)
+    data = (workdir / "models" / "tiny-llama.gguf").read_bytes()
+    (workdir / "models" / "truncated.gguf").write_bytes(data[:100_000])  # tensors cut off
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    port = held.getsockname()[1]
+    faults = {
+        "bad_flag": '[--no_such_flag, "1"]',
+        "bad_value": '[--n_threads, "0"]',
+        "model_not_found": "[--model, models/missing.gguf]",
+        "model_corrupt": "[--model, models/truncated.gguf]",
+        "port_in_use": f'[--port, "{port}"]',  # argparse keeps the last --port
+    }
+    levels = "\n".join(f"      {k}: {{server_args: {v}}}" for k, v in faults.items())
+    predictions = "\n".join(f"  - {{id: {k}, kind: launches, where: {{fault: {k}}}, expect: fails, failure_class: {k}}}"
+                            for k in faults)
+    (workdir / "hyp").mkdir()
+    (workdir / "hyp" / "llamacpp_failures.yaml").write_text(textwrap.dedent(f"""\
+        name: llamacpp_failures
+        statement: Each broken configuration fails at start-up, and the framework names why.
+        experiment: tiny_llama_cpu
+        factors:
+          fault:
+            reference: bad_flag
+            levels:
+        """) + levels + "\npredictions:\n" + predictions + "\ndesign: {launches: 1, requests: 1, warmup: 0}\n")
+    try:
+        out = framework("run", "hypothesis=llamacpp_failures", "backend=llamacpp", f"paths.hypotheses={workdir / 'hyp'}",
+                        f"paths.experiments={workdir / 'exp'}", cwd=workdir)
+    finally:
+        held.close()
+    record = ledger_records(workdir / "verdicts.jsonl")[-1]
+    assert record["backend"] == "llamacpp"
+    assert {p["id"]: p["verdict"] for p in record["predictions"]} == dict.fromkeys(faults, "supported"), \
+        [(p["id"], p["reason"]) for p in record["predictions"]] + [out.stdout[-3000:]]
+    failures = {c["levels"]["fault"]: c["failures"] for c in record["conditions"]}
+    assert "unrecognized arguments: --no_such_flag" in failures["bad_flag"][0]
+    assert "Model path does not exist" in failures["model_not_found"][0]
+    assert "not within the file bounds" in failures["model_corrupt"][0]
+    assert "address already in use" in failures["port_in_use"][0] and "(exit code 3)" in failures["port_in_use"][0]
+    # the verdict table names the class and the line
+    assert "fault=port_in_use failed: port_in_use:" in " ".join(out.stdout.split())
+    # the environment names the server and the model it was given
+    env = record["environment"]
+    assert env["server_version"] == "0.3.36" and env["model"]["sha256"] and env["cpu"]["logical_cpus"]
+    assert "AVX" in (env["server_build"] or "") or "NEON" in (env["server_build"] or "")
+
+
+def test_a_slow_start_is_a_readiness_timeout(tmp_path, tiny_model):
+    h = Hypothesis.model_validate({
+        "name": "h", "statement": "s", "experiment": "e", "factors": {"x": {"reference": "a", "levels": {"a": {}}}},
+        "predictions": [{"id": "p", "kind": "launches", "where": {"x": "a"}, "expect": "starts"}]})
+    backend = BackendSettings(name="llamacpp", ready_timeout_s=0.2)
+    spec = server_spec(backend, Experiment(name="e", model_path=str(tiny_model)), h, design.conditions(h)[0],
+                       port=free_port(), seed=1, log_path=tmp_path / "server.log")
+    server = ServerProcess(spec).start()
+    with pytest.raises(LaunchError) as info:
+        server.wait_ready()
+    server.stop()
+    failure = classify(info.value.exit_code, log_tail(spec.log_path, 400), backend.table.failure_patterns,
+                       timed_out=info.value.timed_out)
+    assert failure.cls == "ready_timeout"
+    release = server.wait_released()
+    assert release.group_gone and release.port_free
+
+
+def test_the_tiny_model_serves_openai_completions_one_token_per_chunk(tmp_path, tiny_model):
+    """Readiness on /v1/models (no /health), and every streamed chunk is one printable token."""
+    import requests
+
+    h = Hypothesis.model_validate({
+        "name": "h", "statement": "s", "experiment": "e", "factors": {"x": {"reference": "a", "levels": {"a": {}}}},
+        "predictions": [{"id": "p", "kind": "launches", "where": {"x": "a"}, "expect": "starts"}]})
+    backend = BackendSettings(name="llamacpp", ready_timeout_s=120)
+    spec = server_spec(backend, Experiment(name="e", model_path=str(tiny_model), server_args=["--n_threads", "1"]),
+                       h, design.conditions(h)[0], port=free_port(), seed=1, log_path=tmp_path / "server.log")
+    with ServerProcess(spec) as server:
+        assert requests.get(server.spec.base_url + "/health", timeout=5).status_code == 404
+        resp = requests.post(server.spec.base_url + "/v1/completions", timeout=60, stream=True, json={
+            "prompt": "the quick brown fox", "max_tokens": 32, "temperature": 0, "stream": True})
+        texts = [line for line in resp.iter_lines() if line.startswith(b"data: {")]
+    assert len(texts) == 33  # 32 tokens and the final chunk with finish_reason "length"
+    assert b'"finish_reason": "length"' in texts[-1]
