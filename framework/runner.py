@@ -389,7 +389,7 @@ def end_launch(ctx: RunContext, server: ServerProcess, common: dict[str, Any], w
         progress.launch_failed(cond, failure.message())
     release = server.wait_released(ctx.backend.settle_timeout_s)
     writer.write(LaunchEndRow(
-        **common, exit_code=exit_code, crashed=crashed is not None,
+        **common, ok=crashed is None, exit_code=exit_code, crashed=crashed is not None,
         failure_class=failure.cls if failure else None, failure_line=failure.line if failure else None,
         error=failure.message() if failure else None, release=release.as_dict(), finished=now_iso(),
     ).model_dump(mode="json"))

@@ -57,6 +57,7 @@ class LaunchEndRow(_Row):
     launch_id: str
     condition: int
     levels: dict[str, str]
+    ok: bool = True  # False: it crashed while being measured
     exit_code: int | None = None
     crashed: bool = False  # exited on its own after it was ready (failure_class crash_after_ready)
     failure_class: str | None = None
