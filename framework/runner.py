@@ -336,7 +336,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
             server.stop()
             ctx.redactor.scrub_file(log_path)
             failure = classify(exc.exit_code, log_tail(log_path, CLASSIFY_LINES), row.failure_patterns,
-                               timed_out=exc.timed_out)
+                               timed_out=exc.timed_out, summary=exc.message)
             release = server.wait_released(ctx.backend.settle_timeout_s)
             writer.write(LaunchRow(
                 **common, replicate=planned.replicate, block=planned.block, attempt=attempt, seed=planned.seed,
@@ -385,7 +385,7 @@ def end_launch(ctx: RunContext, server: ServerProcess, common: dict[str, Any], w
     failure = None
     if crashed is not None:
         failure = classify(crashed, log_tail(server.spec.log_path, CLASSIFY_LINES), ctx.backend.table.failure_patterns,
-                           after_ready=True)
+                           after_ready=True, summary=f"server exited with code {crashed} while being measured")
         progress.launch_failed(cond, failure.message())
     release = server.wait_released(ctx.backend.settle_timeout_s)
     writer.write(LaunchEndRow(

@@ -77,9 +77,12 @@ class Failure:
     cls: FailureClass
     line: str
     exit_code: int | None = None
+    summary: str | None = None  # the launcher's own words ("server exited with code 3 during start-up", ...)
 
     def message(self) -> str:
-        """One line for the record, the verdict table and the console: class first, then the evidence."""
+        """One line for the record, the verdict table and the console: class, what happened, the evidence."""
+        if self.summary:
+            return f"{self.cls}: {self.summary}: {self.line}"
         code = "" if self.exit_code is None else f" (exit code {self.exit_code})"
         return f"{self.cls}: {self.line}{code}"
 
@@ -125,6 +128,7 @@ def classify(
     *,
     timed_out: bool = False,
     after_ready: bool = False,
+    summary: str | None = None,
 ) -> Failure:
     """The class of a failed launch.
 
@@ -135,21 +139,22 @@ def classify(
     """
     found = match_line(log_lines, patterns)
     if timed_out:
-        return Failure("ready_timeout", found[1] if found else (_last_errorish(log_lines) or "no log output"), None)
+        return Failure("ready_timeout", found[1] if found else (_last_errorish(log_lines) or "no log output"), None,
+                       summary)
     if after_ready:
         return Failure("crash_after_ready", found[1] if found else (_last_errorish(log_lines) or "no log output"),
-                       exit_code)
+                       exit_code, summary)
     if found:
-        return Failure(found[0], found[1], exit_code)  # type: ignore[arg-type]
+        return Failure(found[0], found[1], exit_code, summary)  # type: ignore[arg-type]
     if exit_code == 2:
         argparse_line = next((ln.strip() for ln in reversed(log_lines) if _ARGPARSE_ERROR.match(ln.strip())), None)
         if argparse_line:
-            return Failure("bad_flag", argparse_line, exit_code)
+            return Failure("bad_flag", argparse_line, exit_code, summary)
     if exit_code is not None and exit_code < 0:
         try:
             name = signal.Signals(-exit_code).name
         except ValueError:
             name = f"signal {-exit_code}"
         hint = "; the kernel's out-of-memory killer sends SIGKILL" if -exit_code == signal.SIGKILL else ""
-        return Failure("killed", f"ended by {name}{hint}", exit_code)
-    return Failure("exited", _last_errorish(log_lines) or "no log output", exit_code)
+        return Failure("killed", f"ended by {name}{hint}", exit_code, summary)
+    return Failure("exited", _last_errorish(log_lines) or "no log output", exit_code, summary)

@@ -76,3 +76,10 @@ def test_help_text_after_an_error_never_matches():
              "  --use_mlock  Force the system to keep the model in RAM. out of memory"]
     assert strip_help(lines) == lines[:3]
     assert classify(1, lines, LLAMA).cls == "bad_value"
+
+
+def test_the_launchers_summary_leads_the_message():
+    failure = classify(3, ["fault injected: crash at start"], summary="server exited with code 3 during start-up")
+    assert failure.message() == "exited: server exited with code 3 during start-up: fault injected: crash at start"
+    timeout = classify(None, ["loading"], timed_out=True, summary="server not ready after 12 s (no 200 from /health)")
+    assert timeout.message().startswith("ready_timeout: server not ready after 12 s")
