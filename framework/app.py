@@ -29,8 +29,9 @@ def user_errors() -> tuple[type[Exception], ...]:
     """Exceptions that mean the input (files, command line, ledger state) is wrong, not the program."""
     from framework.records.ledger import LedgerError
     from framework.records.registration import RegistrationChanged
+    from framework.records.trials import TrialsFileError
 
-    return (SpecError, RegistrationChanged, LedgerError)
+    return (SpecError, RegistrationChanged, LedgerError, TrialsFileError)
 
 
 def report_error(exc: Exception) -> int:
@@ -89,6 +90,8 @@ def precheck(overrides: list[str]) -> None:
     from framework.runner import ConfigError, effective_design, load_pair, sim_coverage_or_refuse
     from framework.preflight import backend_fits, backend_settings
     from framework.execution.backends import BackendConfigError, check
+    from framework.records import ledger
+    from framework.records.trials import read_trials
 
     for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
         cfg = compose(variant)
@@ -100,8 +103,14 @@ def precheck(overrides: list[str]) -> None:
         if backend.name == "sim":
             sim_coverage_or_refuse(h, h_path, exp, allow=bool((cfg.get("sim") or {}).get("allow_unmodelled")))
         backend_fits(backend, h)
-        if cfg.get("resume") and not Path(cfg.resume).exists():
-            raise ConfigError("command line", "resume", f"{cfg.resume} does not exist; give a run or sweep directory")
+        if cfg.get("resume"):
+            resume = Path(cfg.resume)
+            if not resume.exists():
+                raise ConfigError("command line", "resume", f"{resume} does not exist; give a run or sweep directory")
+            for trials in [resume / "trials.jsonl", *resume.glob("*/trials.jsonl")]:
+                if trials.exists():
+                    read_trials(trials)  # a damaged file is named with its line now, not after a server started
+        ledger.check_path(cfg.ledger)
         try:
             check(backend, exp)
         except BackendConfigError as exc:

@@ -112,6 +112,8 @@ def test_bad_input_is_one_clear_line_exit_2_and_no_server(workdir, monkeypatch, 
     (["hypothesis=eagle3_allreduce", "backend.ready_timeout_s=soon"], "backend.ready_timeout_s"),
     (["hypothesis=eagle3_allreduce", "backend.python=/no/such/python"], "backend.python"),
     (["hypothesis=eagle3_allreduce", "resume=/no/such/run"], "resume"),
+    (["hypothesis=eagle3_allreduce", "ledger=/proc/version"], "cannot create the ledger's lock file"),
+    (["hypothesis=eagle3_allreduce", "ledger=."], "is a directory"),
 ])
 def test_bad_overrides_are_one_clear_line_exit_2(workdir, monkeypatch, capsys, args, fragment):
     code, out, err = in_process(monkeypatch, capsys, workdir, "run", *args)
@@ -310,3 +312,12 @@ def test_a_run_refused_after_hydra_started_leaves_no_run_directory(workdir, monk
     assert info.value.code == 2 and "changed since" in capsys.readouterr().err
     assert not (workdir / "outputs").exists()
     assert len((workdir / "verdicts.jsonl").read_text().splitlines()) == 1  # the registration only
+
+
+def test_resuming_from_damaged_trials_names_the_file_and_line_before_anything_starts(workdir, monkeypatch, capsys):
+    old = workdir / "old-run"
+    old.mkdir()
+    (old / "trials.jsonl").write_text('{"kind": "launch", "launch_id": "a"}\n{damaged\n{"kind": "launch"}\n')
+    code, out, err = in_process(monkeypatch, capsys, workdir, "run", "hypothesis=eagle3_allreduce", f"resume={old}")
+    assert code == 2 and "trials.jsonl: line 2 is not valid JSON" in err and "Traceback" not in err
+    assert not (workdir / "outputs").exists() and not (workdir / "verdicts.jsonl").exists()

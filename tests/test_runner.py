@@ -61,3 +61,4 @@ def test_sim_metric_lags_count_only_the_chunks_the_metric_depends_on():
     assert sim_metric_lags([{**row, "warmup": True}], "decode_tok_s") == []  # warm-ups are not analysed
     old = {k: v for k, v in row.items() if k not in ("sim_first_lag_s", "sim_last_lag_s")}
     assert sim_metric_lags([old], "decode_tok_s") == pytest.approx([0.010 / 0.098])  # older rows: the worst chunk
+

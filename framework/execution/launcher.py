@@ -31,7 +31,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -85,12 +84,24 @@ def server_environ(environ: Mapping[str, str], unset: tuple[str, ...]) -> dict[s
     return {k: v for k, v in environ.items() if k.upper() not in names and not (prefixes and k.upper().startswith(prefixes))}
 
 
+TAIL_BYTES = 256 * 1024  # a server can print a line of any length; the tail read is bounded
+TAIL_LINE_CHARS = 1000
+
+
 def log_tail(path: Path, lines: int = 20) -> list[str]:
+    """The last `lines` lines of a log, from its last TAIL_BYTES, each cut to TAIL_LINE_CHARS."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return [line.rstrip("\n") for line in deque(f, maxlen=lines)]
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - TAIL_BYTES))
+            data = f.read()
     except OSError:
         return []
+    all_lines = data.decode("utf-8", errors="replace").splitlines()
+    if size > TAIL_BYTES and len(all_lines) > 1:
+        all_lines = all_lines[1:]  # the first one was cut by the bounded read
+    out = all_lines[-lines:]
+    return [line if len(line) <= TAIL_LINE_CHARS else line[:TAIL_LINE_CHARS] + " [...]" for line in out]
 
 
 ENDPOINT_PROBE_S = 10.0

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
 DEFAULT_LEDGER = "verdicts.jsonl"
@@ -117,18 +117,57 @@ def sha256_file(path: str | Path) -> str:
 
 # --------------------------------------------------------------------------- locking
 
+LOCK_TIMEOUT_S = 120.0  # appends take milliseconds; a lock held this long is a stuck or foreign process
+
 _locks: dict[str, FileLock] = {}
 _locks_guard = threading.Lock()
 
 
-def lock(path: str | Path) -> FileLock:
-    """The ledger's exclusive lock. One object per path, so nested use in one thread is re-entrant
+def check_path(path: str | Path) -> None:
+    """LedgerError, in one line, when `path` cannot be a ledger: a directory, or no lock file can be made."""
+    path = Path(path)
+    if path.is_dir():
+        raise LedgerError(f"{path} is a directory; ledger= must name a file, e.g. ledger=verdicts.jsonl")
+    if path.exists() and not path.is_file():
+        raise LedgerError(f"{path} is not a regular file; ledger= must name a file")
+    lock_path = Path(os.path.abspath(os.fspath(path)) + ".lock")
+    if lock_path.exists():
+        if not lock_path.is_file():
+            raise LedgerError(f"{lock_path} (the ledger's lock file) is not a regular file")
+        return
+    try:
+        os.close(os.open(lock_path, os.O_WRONLY | os.O_CREAT, 0o644))
+    except OSError as exc:
+        raise LedgerError(f"cannot create the ledger's lock file {lock_path}: {exc.strerror}") from None
+
+
+class _Locked:
+    """`with lock(path):` the exclusive lock, or a one-line LedgerError (bad path, or held too long)."""
+
+    def __init__(self, path: str | Path, flock: FileLock) -> None:
+        self.path, self.flock = path, flock
+
+    def __enter__(self) -> "_Locked":
+        check_path(self.path)
+        try:
+            self.flock.acquire(timeout=LOCK_TIMEOUT_S)
+        except Timeout:
+            raise LedgerError(f"{self.flock.lock_file}: another process has held the ledger lock for more than "
+                              f"{LOCK_TIMEOUT_S:g} s; is a run stuck? (delete the file only if none is running)") from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.flock.release()
+
+
+def lock(path: str | Path) -> _Locked:
+    """The ledger's exclusive lock. One FileLock per path, so nested use in one thread is re-entrant
     (a second FileLock on the same file in the same process would deadlock on flock)."""
     key = os.path.abspath(os.fspath(path)) + ".lock"
     with _locks_guard:
         if key not in _locks:
             _locks[key] = FileLock(key)
-        return _locks[key]
+        return _Locked(path, _locks[key])
 
 
 # --------------------------------------------------------------------------- reading

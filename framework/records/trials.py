@@ -128,15 +128,27 @@ class TrialsFileError(ValueError):
 
 def read_trials(path: str | Path) -> list[dict]:
     """The rows of a trials file. A cut last line (a crash mid-write) is dropped; damage elsewhere raises."""
-    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        text = Path(path).read_bytes().decode("utf-8", errors="replace")
+    except IsADirectoryError:
+        raise TrialsFileError(f"{path} is a directory, not a trials file") from None
+    except OSError as exc:
+        raise TrialsFileError(f"{path}: cannot read: {exc.strerror}") from None
+    lines = text.splitlines()
+    last = max((n for n, line in enumerate(lines, start=1) if line.strip()), default=0)
     rows = []
     for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
-            if number == len(lines):
+            if number == last:
                 break
-            raise TrialsFileError(f"{path}: line {number} is not valid JSON") from None
+            raise TrialsFileError(f"{path}: line {number} is not valid JSON (the file was damaged or edited)") from None
+        if not isinstance(row, dict):
+            raise TrialsFileError(f"{path}: line {number} is not a trial row (a JSON object)")
+        rows.append(row)
     return rows
 
 

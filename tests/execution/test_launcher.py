@@ -107,3 +107,17 @@ def test_the_server_environment_drops_overriding_variables(tmp_path, monkeypatch
     server.proc.wait(timeout=10)
     server.stop()
     assert (tmp_path / "env.log").read_text().split() == ["False", "y"]
+
+
+def test_the_log_tail_is_bounded_whatever_the_server_prints(tmp_path):
+    from framework.execution.launcher import TAIL_LINE_CHARS, log_tail
+
+    log = tmp_path / "server.log"
+    log.write_text("start\n" + "x" * 5_000_000 + "\nRuntimeError: the last line\n")
+    tail = log_tail(log)
+    assert tail[-1] == "RuntimeError: the last line"
+    assert all(len(line) <= TAIL_LINE_CHARS + 6 for line in tail)
+    from framework.execution.failures import classify
+
+    log.write_text("start\n" + "RuntimeError: " + "x" * 5_000_000 + "\n")
+    assert len(classify(1, log_tail(log, 400)).message) < 2 * TAIL_LINE_CHARS  # what the record keeps

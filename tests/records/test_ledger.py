@@ -165,3 +165,36 @@ def test_hash_is_independent_of_key_order(record: dict) -> None:
     assert ledger.record_hash(record) == ledger.record_hash(reordered)
     sealed = ledger.seal(record, GENESIS)
     assert ledger.record_hash(json.loads(ledger.canonical_json(sealed))) == sealed["hash"]
+
+
+def test_a_ledger_that_cannot_be_locked_fails_at_once_naming_the_lock(tmp_path: Path) -> None:
+    with pytest.raises(LedgerError, match=r"cannot create the ledger's lock file /proc/version.lock"):
+        ledger.append("/proc/version", {"kind": "verdict"})  # hung forever before
+    with pytest.raises(LedgerError, match="is a directory"):
+        ledger.append(tmp_path, {"kind": "verdict"})
+
+
+def test_a_lock_held_too_long_times_out_with_a_clear_error(tmp_path: Path, monkeypatch) -> None:
+    from filelock import FileLock
+
+    path = tmp_path / "v.jsonl"
+    monkeypatch.setattr(ledger, "LOCK_TIMEOUT_S", 0.2)
+    holder = FileLock(f"{path}.lock")  # another process's lock (a second flock on the file in this one)
+    holder.acquire()
+    try:
+        ctx = multiprocessing.get_context("fork")
+        proc = ctx.Process(target=_append_expecting_timeout, args=(str(path),))
+        proc.start()
+        proc.join(30)
+        assert proc.exitcode == 0
+    finally:
+        holder.release()
+
+
+def _append_expecting_timeout(path: str) -> None:
+    ledger.LOCK_TIMEOUT_S = 0.2
+    try:
+        ledger.append(path, {"kind": "verdict"})
+    except LedgerError as exc:
+        raise SystemExit(0 if "held the ledger lock for more than 0.2 s" in str(exc) else 1) from None
+    raise SystemExit(2)
