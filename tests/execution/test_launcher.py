@@ -120,4 +120,4 @@ def test_the_log_tail_is_bounded_whatever_the_server_prints(tmp_path):
     from framework.execution.failures import classify
 
     log.write_text("start\n" + "RuntimeError: " + "x" * 5_000_000 + "\n")
-    assert len(classify(1, log_tail(log, 400)).message) < 2 * TAIL_LINE_CHARS  # what the record keeps
+    assert len(classify(1, log_tail(log, 400)).message()) < 2 * TAIL_LINE_CHARS  # what the record keeps
