@@ -145,8 +145,22 @@ def main(argv: list[str] | None = None) -> int:
             return report_error(exc)
         raise
     except KeyboardInterrupt:
-        print("interrupted: servers stopped; resume with resume=RUN_DIR", file=sys.stderr)
+        print(f"interrupted{_resume_hint()}", file=sys.stderr)
         return 130
+    except SystemExit as exc:
+        import signal
+
+        names = {128 + signal.SIGTERM: "SIGTERM", 128 + signal.SIGHUP: "SIGHUP"}
+        if exc.code in names:  # the launcher turns these signals into SystemExit so servers are stopped
+            print(f"terminated by {names[exc.code]}{_resume_hint()}", file=sys.stderr)
+        raise
+
+
+def _resume_hint() -> str:
+    """`resume=DIR` with the directory of the run (or sweep) that was stopped, when one had started."""
+    app = sys.modules.get("framework.app")
+    where = getattr(app, "RESUME_HINT", [""])[0] if app else ""
+    return f": servers stopped; resume with resume={where}" if where else ""
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ from framework.spec import SpecError
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 EXIT_BAD_INPUT = 2
 EXIT_NO_DATA = 3  # the run finished but a condition measured nothing: no verdict can be claimed
-NO_DATA_RUNS: list[str] = []  # run directories of this process's jobs that measured nothing
+NO_DATA_RUNS: list[str] = []
+RESUME_HINT: list[str] = [""]  # the directory `resume=` takes for the job now running (the sweep's, in a multirun)  # run directories of this process's jobs that measured nothing
 
 
 def user_errors() -> tuple[type[Exception], ...]:
@@ -121,8 +122,11 @@ def precheck(overrides: list[str]) -> None:
 def hydra_run(cfg: DictConfig) -> Any:
     from framework.runner import resolve, run
 
-    runtime = HydraConfig.get().runtime
+    hydra_cfg = HydraConfig.get()
+    runtime = hydra_cfg.runtime
     run_dir = Path(runtime.output_dir)
+    multirun = str(hydra_cfg.mode).endswith("MULTIRUN")
+    RESUME_HINT[0] = str(Path(runtime.cwd, hydra_cfg.sweep.dir) if multirun else run_dir)  # what resume= takes
     try:
         ctx = resolve(cfg, run_dir, Path(runtime.cwd))
         record = run(ctx)

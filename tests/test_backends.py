@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from cli_helpers import framework, ledger_records, no_servers_left, own_servers, run_env
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
 from framework.runner import sim_metric_lags
@@ -53,19 +55,23 @@ def test_endpoint_refuses_multi_condition_hypotheses(workdir):
     assert out.returncode == 2 and "endpoint" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_sigterm_to_the_framework_stops_its_server(workdir):
+@pytest.mark.parametrize("sig,line,code", [(signal.SIGTERM, "terminated by SIGTERM", 143),
+                                           (signal.SIGINT, "interrupted", 130)])
+def test_a_stopped_framework_stops_its_server_and_says_where_to_resume(workdir, sig, line, code):
     proc = subprocess.Popen([sys.executable, "-m", "framework", "run", "hypothesis=eagle3_allreduce",
                              "design.launches=2", "backend.speedup=2", f"hydra.run.dir={workdir / 'run'}"],
-                            cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=run_env(workdir))
     deadline = time.monotonic() + 60
     while not own_servers(workdir) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert own_servers(workdir), "no server was started"
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=30)
+    proc.send_signal(sig)
+    err = proc.communicate(timeout=60)[1]
     assert no_servers_left(workdir)
     assert (workdir / "run" / "trials.jsonl").exists()
+    assert proc.returncode == code
+    assert f"{line}: servers stopped; resume with resume={workdir / 'run'}" in err, err[-2000:]
 
 
 def test_endpoint_without_url_is_refused_before_anything_starts(workdir):
