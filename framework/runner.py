@@ -438,6 +438,15 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     lag = {"sim_max_relative_lag": sim_relative_lag(writer.rows),
            "sim_metric_relative_lag_median": statistics.median(metric_lags) if metric_lags else None,
            "sim_metric_relative_lag_max": max(metric_lags) if metric_lags else None}
+    biases = sim_clock_bias(ctx, writer.rows)
+    lag["sim_clock_bias"] = biases
+    lag["sim_clock_bias_max"] = max(biases.values()) if biases else None
+    worst = lag["sim_clock_bias_max"]
+    if worst is not None and worst > SIM_LAG_WARN:
+        console.print(f"[yellow]warning: the machine could not keep the simulator's batch full: measured bias of "
+                      f"the model clock up to {worst:.1%} ({', '.join(f'{k}: {v:.1%}' for k, v in biases.items())}); "
+                      f"verdicts it could move are marked UNRELIABLE; lower backend.speedup "
+                      f"(now {ctx.backend.speedup:g})[/yellow]")
     typical = lag["sim_metric_relative_lag_median"]
     if typical is not None and typical > SIM_LAG_WARN:
         console.print(f"[yellow]warning: the simulator could not keep its clock: in a typical measured request its "
@@ -581,12 +590,68 @@ SIM_LAG_WARN = 0.01
 
 
 def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str, Any]) -> list[str]:
-    """What must be said beside a verdict: the sim ran a question it does not model (override)."""
+    """What must be said beside a verdict: the sim ran a question it does not model (override), or
+    its clock's measured bias is large enough to move the decision."""
     marks: list[str] = []
     cov = ctx.sim_coverage or {}
     if cov.get("unmodelled_varied_flags"):
         marks.append("NOT MODELLED by the sim: " + ", ".join(cov["unmodelled_varied_flags"]) + " varies")
+    bias = lag.get("sim_clock_bias_max")
+    if bias and decision_could_move(ctx.hypothesis, prediction, bias):
+        marks.append(f"UNRELIABLE: the sim's clock bias (up to {bias:.1%} per condition) could move this decision")
     return marks
+
+
+def decision_could_move(h: Hypothesis, prediction: dict[str, Any], bias: float) -> bool:
+    """Would the interval, stretched by the bias of every condition in the ratio, reach a decision threshold
+    it does not reach now? A ratio of two conditions can be off by 2x the bias, a ratio of ratios by 4x."""
+    ci = prediction.get("ci")
+    if not ci or prediction.get("kind") == "launches":
+        return False
+    spec = next((p for p in h.predictions if p.id == prediction.get("id")), None)
+    if spec is None:
+        return True
+    n = 4 if prediction.get("kind") == "interaction" else 2
+    stretch = (1 + bias) ** n
+    lo, hi = float(ci[0]), float(ci[1])
+    thresholds = {1.0}
+    for attr in ("margin", "min_effect"):
+        value = getattr(spec, attr, None)
+        if value:
+            thresholds |= {1.0 + value, 1.0 - value, 1.0 / (1.0 + value)}
+    return any((lo / stretch <= t < lo) or (hi < t <= hi * stretch) for t in thresholds)
+
+
+def sim_clock_bias(ctx: RunContext, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Per condition, how far the sim's clock could be from the model's, measured: the model's schedule
+    is exact per request (its own timestamps), but between a closed-loop stream's requests the client's
+    and the HTTP layer's wall time, multiplied by the speed-up, leaves the model's batch emptier than the
+    workload's concurrency. The bias is the model's own step-time change from the nominal batch
+    (concurrency, capped by max running requests) to the batch the engine reports it ran
+    (``sim_mean_batch``, median over measured requests). docs/model.md, "Timing"."""
+    from framework.sim import model as sim_model
+    from framework.sim.args import parse_server_args
+    from framework.sim.profile import load_profile
+
+    if ctx.backend.name != "sim":
+        return {}
+    out: dict[str, float] = {}
+    conds = design_mod.conditions(ctx.hypothesis)
+    sims = design_mod.sim_conditions(ctx.hypothesis, ctx.experiment)
+    for c, sc in zip(conds, sims):
+        workload = design_mod.workload_for(ctx.hypothesis, ctx.experiment, c)
+        batches = [float(r["sim_mean_batch"]) for r in rows if r.get("kind") == "request" and r.get("condition") == c.index
+                   and not r.get("warmup") and r.get("ok") and r.get("sim_mean_batch")]
+        if not batches or getattr(workload, "concurrency", 1) <= 1:
+            continue
+        try:
+            args = parse_server_args(sc.argv + ["--sim-profile", sc.profile], require_model_path=False,
+                                     raise_errors=True)
+            prof = load_profile(sc.profile)
+        except Exception:
+            continue
+        out[c.label()] = sim_model.batch_bias(prof, args, workload.concurrency, statistics.median(batches))
+    return out
 
 
 def sim_relative_lag(rows: list[dict[str, Any]]) -> float | None:
@@ -620,6 +685,9 @@ def sim_metric_lags(rows: list[dict[str, Any]], metric: str) -> list[float]:
     out: list[float] = []
     for r in rows:
         if r.get("kind") != "request" or r.get("warmup") or not r.get("ok", True):
+            continue
+        if r.get("clock") == "sim_model":  # figures from the sim's own timestamps: hand-off lateness is not in them
+            out.append(0.0)
             continue
         any_lag = r.get("sim_max_lag_s")
         first = r.get("sim_first_lag_s", any_lag)

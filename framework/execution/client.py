@@ -45,6 +45,9 @@ __all__ = ["PROMPT_TOKEN_RANGE", "run_workload", "request_body", "measure_reques
            "token_times", "load_dataset", "prompt_ids", "generate_body"]
 
 LOOP_LAG_PERIOD_S = 0.01
+# The sim's extension (other servers ignore it): "next" = this closed-loop stream sends another request
+# the moment this one ends, so the simulated clock waits for it instead of counting the client's wall time.
+CLOSED_LOOP_HEADER = "X-Sim-Closed-Loop"
 SPIN_BEFORE_SEND_S = 0.0012  # the event loop's timers round up to 1 ms: the last stretch before a send yields
 
 
@@ -130,6 +133,16 @@ class _Stream:
         self.finished = False
         self.usage: dict[str, Any] | None = None
         self.content_chunks = 0
+        # the simulator's own clock, per token-carrying event: (sim_model_t, tokens); None once an event lacks it
+        self.model_events: list[tuple[float, int]] | None = []
+
+    def _stamp(self, model_t: Any, tokens: int) -> None:
+        if self.model_events is None or not tokens:
+            return
+        if model_t is None:
+            self.model_events = None
+        else:
+            self.model_events.append((float(model_t), tokens))
 
     def event(self, data: bytes) -> int:
         """Tokens carried by one event's payload (0 for role-only, empty or usage-only chunks)."""
@@ -141,6 +154,7 @@ class _Stream:
             new, self.seen = count - self.seen, count
             if meta.get("finish_reason"):
                 self.finished = True
+            self._stamp(meta.get("sim_model_t"), new)
             return new
         if payload.get("usage"):
             self.usage = payload["usage"]
@@ -153,6 +167,7 @@ class _Stream:
             self.finished = True
         if text:
             self.content_chunks += 1
+            self._stamp(payload.get("sim_model_t"), 1)
             return 1
         return 0
 
@@ -245,8 +260,32 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any], tim
         "sim_first_lag_s": meta.get("sim_first_lag_s"),
         "sim_last_lag_s": meta.get("sim_last_lag_s"),
     }
-    row.update(summarize_stream(times, tokens, e2e, time_scale, meta, completion))
+    row.update(clock_figures(times, tokens, e2e, time_scale, meta, completion, parser))
     return row
+
+
+def clock_figures(times: list[float], tokens: list[int], e2e: float, time_scale: float, meta: dict[str, Any],
+                  completion: int | None, parser: _Stream) -> dict[str, Any]:
+    """The request's figures on the model's clock.
+
+    When every token-carrying event carries the simulator's own timestamp (``sim_model_t``: model
+    seconds from the request's arrival at its engine), the figures are taken from those: the client
+    measures the schedule the server ran, and what cannot be scaled (HTTP, parsing, the event loops'
+    wake-ups: a few ms of wall time, x the speed-up) stays out. The wall-clock figures (x
+    ``time_scale``) are kept beside them as ``wall_*``. Any other server: the wall clock, as always.
+    docs/model.md, "Timing".
+    """
+    wall = summarize_stream(times, tokens, e2e, time_scale, meta, completion)
+    events = parser.model_events
+    if not events or not parser.finished:
+        return {**wall, "clock": "wall"}
+    m_times, m_tokens = [t for t, _ in events], [n for _, n in events]
+    out = summarize_stream(m_times, m_tokens, m_times[-1], 1.0, meta, completion)
+    out.update(clock="sim_model", chunk_model_times_s=[round(t, 7) for t in m_times], chunk_model_tokens=m_tokens)
+    out.update({f"wall_{k}": wall[k] for k in ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s", "output_tok_s")})
+    if meta.get("sim_mean_batch") is not None:
+        out["sim_mean_batch"] = meta["sim_mean_batch"]
+    return out
 
 
 # --------------------------------------------------------------------------- datasets
@@ -351,9 +390,11 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     t_origin = time.perf_counter()
 
-    async def one(session: aiohttp.ClientSession, req: PlannedRequest, extra: dict[str, Any]) -> dict[str, Any]:
+    async def one(session: aiohttp.ClientSession, req: PlannedRequest, extra: dict[str, Any],
+                  more: bool = False) -> dict[str, Any]:
         body = request_body(endpoint, req.prompt, req.output_tokens, workload, model)
-        row = await measure_request(session, base_url, body, workload.request_timeout_s, time_scale, headers,
+        hdrs = {**(headers or {}), CLOSED_LOOP_HEADER: "next"} if more else headers
+        row = await measure_request(session, base_url, body, workload.request_timeout_s, time_scale, hdrs,
                                     endpoint, t_origin)
         row.update(extra, phase=req.phase, planned_prompt_tokens=req.prompt_tokens,
                    planned_output_tokens=req.output_tokens)
@@ -378,6 +419,7 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
 async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
     """`concurrency` streams; each sends its next request when the last ends, until every measured one has ended."""
     pending = iter(plan.requests)
+    taken = 0
     measured_left = plan.measured
     window_over = asyncio.Event()
     if measured_left == 0:
@@ -385,10 +427,13 @@ async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
 
     async def stream() -> None:
         nonlocal measured_left
+        nonlocal taken
         for req in pending:
             if req.phase == "cooldown" and window_over.is_set():
                 return
-            await one(session, req, {})
+            taken += 1
+            # another request follows this stream's the moment it ends while the plan has any left
+            await one(session, req, {}, more=taken < len(plan.requests))
             if req.phase == "measured":
                 measured_left -= 1
                 if measured_left == 0:

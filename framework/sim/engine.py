@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("framework.sim.engine")
 
+HOLD_TIMEOUT_S = 1.0  # wall seconds the model clock waits for an announced closed-loop request
+
 
 @dataclass
 class Chunk:
@@ -45,6 +47,7 @@ class Chunk:
     e2e_latency: float          # model seconds since arrival
     t_due_wall: float           # wall time (epoch s) the model scheduled this chunk for
     spec_verify_ct: int
+    mean_batch: float = 0.0     # mean running batch of the decode steps this request took part in so far
 
 
 @dataclass
@@ -73,6 +76,11 @@ class SimRequest:
     max_lag_s: float = 0.0      # wall seconds the hand-off of a chunk ran past its due time (worst)
     first_lag_s: float = 0.0    # ... of the first chunk (TTFT and the decode span start there)
     last_lag_s: float = 0.0     # ... of the last chunk (e2e and the decode span end there)
+    batch_sum: int = 0          # sum of the batch sizes of the decode steps this request took part in
+    decode_steps: int = 0
+    closed_loop_next: bool = False  # the client sends its next request the moment this one ends
+    arrival_model: float = 0.0  # model seconds on the engine's clock
+    ready_model: float = 0.0
 
 
 class Engine:
@@ -97,6 +105,14 @@ class Engine:
         self._running: list[SimRequest] = []
         self._stop = False
         self._deadline = 0.0
+        # the model clock: model seconds; wall time maps onto it through the anchor (x speed-up)
+        self.model_now = 0.0
+        self._anchor_perf = time.perf_counter()
+        self._anchor_model = 0.0
+        self._holding = False
+        self._expected = 0  # closed-loop requests announced by finished requests and not yet arrived
+        self.hold_timeout_s = HOLD_TIMEOUT_S
+        self.holds_timed_out = 0
         self._on_step = on_step
         self._perf0 = time.perf_counter()
         self._epoch0 = time.time()
@@ -135,14 +151,27 @@ class Engine:
     def submit(self, req: SimRequest) -> None:
         import numpy as np  # already imported by init_random
 
-        now = time.perf_counter()
-        req.arrival_perf = now
-        req.ready_perf = now + self.profile.request_overhead_us / 1e6 / self.speedup
         req.rng = np.random.default_rng(self._req_ss.spawn(1)[0])
         req.draw = model.draw_request(self.profile, self.args, self.noise, req.rng)
         with self._cond:
+            now = time.perf_counter()
+            req.arrival_perf = now
+            if self._holding:  # the model clock waits for a closed loop's next request: it arrives now
+                req.arrival_model = self.model_now
+                self._expected = max(0, self._expected - 1)
+            else:
+                req.arrival_model = max(self.model_now, self.model_of(now))
+            req.ready_model = req.arrival_model + self.profile.request_overhead_us / 1e6
+            req.ready_perf = self.wall_of(req.ready_model)
             self._inbox.append(req)
             self._cond.notify_all()
+
+    def model_of(self, perf: float) -> float:
+        """The model time a wall instant maps to (speed-up x wall time since the last re-anchoring)."""
+        return self._anchor_model + (perf - self._anchor_perf) * self.speedup
+
+    def wall_of(self, model_t: float) -> float:
+        return self._anchor_perf + (model_t - self._anchor_model) / self.speedup
 
     def abort(self, req: SimRequest) -> None:
         req.aborted = True
@@ -164,9 +193,17 @@ class Engine:
             log.exception("sim engine crashed")
 
     def _loop(self) -> None:
+        """One step after another on the model clock (``model_now``), paced to wall time.
+
+        Each step starts at the model time the previous one ended (or, from idle, when its first
+        request became ready), lasts its model duration, and the thread sleeps until the wall time
+        that maps to its end, so sleep overshoot never accumulates. When a request that announced a
+        closed-loop successor finishes, the model clock holds (up to ``hold_timeout_s`` of wall time)
+        until the successor arrives, which then arrives at the instant its predecessor ended: the wall
+        time the client and HTTP take in between is not multiplied into model time.
+        """
         import numpy as np  # already imported by init_random (start() calls it first)
 
-        busy = False
         while True:
             with self._cond:
                 while self._inbox:
@@ -175,20 +212,21 @@ class Engine:
                 self._running = [r for r in self._running if not r.aborted]
                 if self._stop:
                     return
+                if self._expected > 0:
+                    self._hold()
+                    continue
                 if not self._pending and not self._running:
-                    busy = False
                     self.num_running = self.num_waiting = 0
                     self._cond.wait()
                     continue
-            now = time.perf_counter()
-            start = self._deadline if busy else now
-            ready = [r for r in self._pending if r.ready_perf <= start]
-            if not ready and not self._running:
-                first = min(r.ready_perf for r in self._pending)
+            now_model = self.model_now
+            ready = [r for r in self._pending if r.ready_model <= now_model]
+            if not ready and not self._running:  # idle until the first pending request is ready
+                first = min(r.ready_model for r in self._pending)
                 with self._cond:  # wake early on new arrivals, stop; re-evaluated next loop
-                    self._cond.wait(timeout=max(0.0, first - time.perf_counter()))
-                if time.perf_counter() >= first:
-                    self._deadline, busy = first, True
+                    self._cond.wait(timeout=max(0.0, self.wall_of(first) - time.perf_counter()))
+                    if time.perf_counter() >= self.wall_of(first) and not self._inbox:
+                        self.model_now = max(self.model_now, first)
                 continue
             cap = self.args.max_running_requests
             if cap is not None:  # SGLang admits no more than --max-running-requests into the batch
@@ -206,10 +244,17 @@ class Engine:
             jitter = float(np.mean([r.draw.time_factor for r in batch]))
             dur_s = cost.total_us / 1e6 * self.launch.factor * jitter * model.draw_step_factor(
                 self.profile, self.noise, self._step_rng)
-            deadline = start + dur_s / self.speedup
+            end_model = now_model + dur_s
+            deadline = self.wall_of(end_model)
             self._sleep_until(deadline)
-            self._deadline, busy = deadline, True
-            emitted = self._finish_step(batch, kind, deadline)
+            with self._cond:
+                self.model_now = end_model
+            self._deadline = deadline
+            emitted = self._finish_step(batch, kind, deadline, end_model)
+            announced = sum(1 for r in batch if r.finished and r.closed_loop_next and not r.aborted)
+            if announced:
+                with self._cond:
+                    self._expected += announced
             if kind == "prefill":
                 self._running.extend(r for r in batch if not r.finished)
             self._running = [r for r in self._running if not r.finished]
@@ -217,6 +262,23 @@ class Engine:
                 self.last_gen_throughput = emitted / dur_s
             if self._on_step is not None:
                 self._on_step({"kind": kind, "batch": len(batch), "model_s": dur_s, "tokens": emitted})
+
+    def _hold(self) -> None:
+        """(under the lock) Keep the model clock still until the announced requests arrived or time ran out;
+        then map wall time onto the model clock afresh from here."""
+        self._holding = True
+        give_up = time.perf_counter() + self.hold_timeout_s
+        try:
+            while self._expected > 0 and not self._stop:
+                left = give_up - time.perf_counter()
+                if left <= 0:
+                    self.holds_timed_out += 1
+                    self._expected = 0
+                    break
+                self._cond.wait(timeout=left)
+        finally:
+            self._holding = False
+            self._anchor_perf, self._anchor_model = time.perf_counter(), self.model_now
 
     @staticmethod
     def _sleep_until(deadline: float) -> None:
@@ -226,7 +288,7 @@ class Engine:
                 return
             time.sleep(remaining)
 
-    def _finish_step(self, batch: list[SimRequest], kind: str, deadline: float) -> int:
+    def _finish_step(self, batch: list[SimRequest], kind: str, deadline: float, end_model: float) -> int:
         emitted = 0
         for r in batch:
             if r.aborted:
@@ -238,6 +300,8 @@ class Engine:
                 n = model.tokens_for_step(self.spec, r.draw, self.noise, r.step_index, remaining, r.rng)
                 r.step_index += 1
                 r.verify_ct += 1 if self.spec else 0
+                r.batch_sum += len(batch)
+                r.decode_steps += 1
             finish = self._extend(r, n)
             emitted += n
             if finish is None and len(r.output_ids) >= r.max_new_tokens:
@@ -248,8 +312,8 @@ class Engine:
             chunk = Chunk(
                 index=r.chunks, new_tokens=n, completion_tokens=len(r.output_ids),
                 output_ids=list(r.output_ids), text=r.text, finished=r.finished, finish_reason=finish,
-                e2e_latency=(deadline - r.arrival_perf) * self.speedup, t_due_wall=self.wall(deadline),
-                spec_verify_ct=r.verify_ct,
+                e2e_latency=end_model - r.arrival_model, t_due_wall=self.wall(deadline),
+                spec_verify_ct=r.verify_ct, mean_batch=r.batch_sum / r.decode_steps if r.decode_steps else 0.0,
             )
             r.chunks += 1
             r.loop.call_soon_threadsafe(r.queue.put_nowait, chunk)

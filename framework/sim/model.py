@@ -407,6 +407,14 @@ def expected_metrics(profile: Profile | str, server_flags: list[str], prompt_tok
     }
 
 
+def batch_bias(profile: Profile, args: SimServerArgs, concurrency: int, observed_batch: float) -> float:
+    """Relative step-time error of a run whose decode batch averaged ``observed_batch`` instead of the
+    workload's ``concurrency`` (capped by ``--max-running-requests``): >= 0 when the batch ran emptier."""
+    nominal = float(min(concurrency, args.max_running_requests or concurrency))
+    observed = min(max(observed_batch, 1.0), nominal)
+    return decode_step(profile, args, nominal).total_us / decode_step(profile, args, observed).total_us - 1.0
+
+
 def _step_counts(mean: float, tokens: int) -> Iterable[int]:
     done, i = 0, 0
     while done < tokens:

@@ -336,8 +336,10 @@ def _record_ground_truth(state: ServerState, req: SimRequest, chunk: Chunk, endp
 def _meta(state: ServerState, req: SimRequest, chunk: Chunk) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "id": req.rid, "finish_reason": chunk.finish_reason, "prompt_tokens": req.prompt_tokens,
-        "completion_tokens": chunk.completion_tokens, "cached_tokens": 0, "e2e_latency": chunk.e2e_latency,
+        "completion_tokens": chunk.completion_tokens, "cached_tokens": 0,
     }
+    if chunk.finished:  # SGLang sets e2e_latency when the request finishes, not on every event
+        meta["e2e_latency"] = chunk.e2e_latency
     if state.engine.spec is not None:
         meta["spec_verify_ct"] = chunk.spec_verify_ct
         meta["spec_accept_length"] = (chunk.completion_tokens / chunk.spec_verify_ct
@@ -346,6 +348,11 @@ def _meta(state: ServerState, req: SimRequest, chunk: Chunk) -> dict[str, Any]:
         return meta
     meta.update({
         "sim_speedup": state.args.sim_speedup,
+        # the model clock: model seconds from the request's arrival at the engine to this event's step
+        # (the client's figures on backend=sim; what HTTP and parsing add in wall time is left out)
+        "sim_model_t": round(chunk.e2e_latency, 9),
+        # the mean running batch of the decode steps so far (how full the model's batch really was)
+        "sim_mean_batch": round(chunk.mean_batch, 4),
         # how far behind its own clock the sim handed out this request's chunks (wall s): if this is
         # not small against the request's duration, the speed-up is more than the machine sustains
         "sim_max_lag_s": round(req.max_lag_s, 6),
@@ -456,13 +463,21 @@ def create_app(state: ServerState) -> Starlette:
             return JSONResponse(status_code=503, content={"error": {"message": "server is starting"}})
         reqs = [_new_request(state, prompt, n_prompt, max_new, stop, rid)
                 for prompt, n_prompt, max_new, stop, rid in items]
+        _closed_loop(request, reqs)
         if obj.stream:
             req = reqs[0]
 
+            incremental = bool((getattr(state.args, "server_args", None) or {}).get("stream_output"))
+
             async def stream() -> AsyncIterator[bytes]:
+                sent = 0
                 async for batch in _chunk_batches(state, req, "/generate"):
-                    data = b"".join(_sse({"text": c.text, "meta_info": _meta(state, req, c), "index": 0})
-                                    for c in batch)
+                    data = b""
+                    for c in batch:  # output_ids as SGLang: cumulative, or only the new ones with --stream-output
+                        ids = c.output_ids[sent:] if incremental else c.output_ids
+                        sent = len(c.output_ids)
+                        data += _sse({"text": c.text, "output_ids": ids, "meta_info": _meta(state, req, c),
+                                      "index": 0})
                     yield data + b"data: [DONE]\n\n" if batch[-1].finished else data
 
             return SSEResponse(stream(), req)
@@ -512,6 +527,18 @@ def create_app(state: ServerState) -> Starlette:
         HTTPException: _http_exception, _BodyError: _body_error, Exception: _internal})
     app.state.sim = state
     return app
+
+
+CLOSED_LOOP_HEADER = "x-sim-closed-loop"
+
+
+def _closed_loop(request: Request, reqs: list[SimRequest]) -> None:
+    """``X-Sim-Closed-Loop: next`` (the sim's extension): the client sends its next request the moment
+    this one ends, so the model clock waits for it instead of counting the client's wall time
+    (docs/model.md, "Timing"). Other servers ignore the header."""
+    if request.headers.get(CLOSED_LOOP_HEADER, "").strip().lower() == "next":
+        for r in reqs:
+            r.closed_loop_next = True
 
 
 def _is_batch_ids(ids: Any) -> bool:
@@ -567,6 +594,7 @@ async def _openai(state: ServerState, request: Request, obj: CompletionRequest |
     if not state.ready:
         return JSONResponse(status_code=503, content={"error": {"message": "server is starting"}})
     req = _new_request(state, prompt, n_prompt, max_new, _stops(obj.stop), None)
+    _closed_loop(request, [req])
     rid = ("chatcmpl-" if chat else "cmpl-") + req.rid
     created = int(time.time())
     endpoint = "/v1/chat/completions" if chat else "/v1/completions"
