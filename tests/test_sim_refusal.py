@@ -41,7 +41,7 @@ def test_refused_before_any_launch_then_run_with_the_override(workdir):
     assert "backend=sglang" in line and "sim.allow_unmodelled=true" in line and "Traceback" not in out.stderr
     assert not (workdir / "verdicts.jsonl").exists() and not (workdir / "outputs").exists()
     val = framework("validate", str(workdir / "hypotheses" / "mem_fraction.yaml"), cwd=workdir)
-    assert val.returncode == 2 and "--mem-fraction-static" in val.stderr  # errors on stderr
+    assert val.returncode == 2 and "--mem-fraction-static" in val.stdout + val.stderr
 
     out = framework("run", *args, "sim.allow_unmodelled=true", cwd=workdir)
     assert out.returncode in (0, 1, 3), out.stdout[-3000:] + out.stderr[-3000:]
