@@ -82,7 +82,8 @@ def run(concurrency: int, speedup: float, requests_n: int, workdir: Path) -> dic
         batches.append(row.get("sim_mean_batch") or 0.0)
         wall_times = [x * speedup for x in row["chunk_times_s"]]
         reported = {**{m: row[m] for m in METRICS if m != "itl_s"},
-                    "itl_s": client_itl(row.get("chunk_model_times_s") or wall_times, row["chunk_tokens"])}
+                    "itl_s": client_itl(row["chunk_model_times_s"], row["chunk_model_tokens"]) if row.get("chunk_model_times_s")
+                    else client_itl(wall_times, row["chunk_tokens"])}
         wall = {**{m: row.get(f"wall_{m}", row[m]) for m in METRICS if m != "itl_s"},
                 "itl_s": client_itl(wall_times, row["chunk_tokens"])}
         for kind, figs in (("reported", reported), ("wall", wall)):

@@ -84,11 +84,27 @@ def higher_is_better(name: str) -> bool:
 # --------------------------------------------------------------------------- per request
 
 
+def chunks(row: dict[str, Any]) -> tuple[list[float], list[int]]:
+    """A request's token-carrying chunks: (model seconds since its send, tokens). On the simulator's
+    model clock (``clock: sim_model``) its own timestamps, else the client's wall times x time_scale."""
+    if row.get("clock") == "sim_model" and row.get("chunk_model_times_s") is not None:
+        return list(row["chunk_model_times_s"]), list(row.get("chunk_model_tokens") or [])
+    scale = row.get("time_scale") or 1.0
+    return [t * scale for t in row.get("chunk_times_s") or []], list(row.get("chunk_tokens") or [])
+
+
+def start(row: dict[str, Any]) -> float | None:
+    """When the request was sent, model seconds on the launch's clock (the sim's own clock where it has one)."""
+    if row.get("clock") == "sim_model" and row.get("model_start_s") is not None:
+        return float(row["model_start_s"])
+    return row.get("start_s")
+
+
 def itls(row: dict[str, Any]) -> list[float]:
     """Every gap between consecutive token-carrying chunks of a request, model seconds."""
-    scale = row.get("time_scale") or 1.0
-    t = [c for c, n in zip(row.get("chunk_times_s") or [], row.get("chunk_tokens") or []) if n > 0]
-    return [(b - a) * scale for a, b in zip(t, t[1:])]
+    times, tokens = chunks(row)
+    t = [c for c, n in zip(times, tokens) if n > 0]
+    return [b - a for a, b in zip(t, t[1:])]
 
 
 def meets_slo(row: dict[str, Any], slo: dict[str, float]) -> bool:
@@ -120,10 +136,10 @@ def _stat(values: list[float], stat: str) -> float | None:
 
 def window(rows: list[dict[str, Any]]) -> tuple[float, float] | None:
     """(start, end) of the measured window in model seconds: first measured send to last measured end."""
-    measured = [r for r in rows if not r.get("warmup") and r.get("start_s") is not None and r.get("e2e_s")]
+    measured = [r for r in rows if not r.get("warmup") and start(r) is not None and r.get("e2e_s")]
     if not measured:
         return None
-    return min(r["start_s"] for r in measured), max(r["start_s"] + r["e2e_s"] for r in measured)
+    return min(start(r) for r in measured), max(start(r) + r["e2e_s"] for r in measured)
 
 
 def launch_value(name: str, rows: Iterable[dict[str, Any]], slo: dict[str, float] | None = None) -> float | None:
@@ -148,21 +164,22 @@ def launch_value(name: str, rows: Iterable[dict[str, Any]], slo: dict[str, float
     if name == "output_throughput":
         tokens = 0
         for r in rows:
-            if r.get("start_s") is None:
+            s0 = start(r)
+            if s0 is None:
                 continue
-            scale = r.get("time_scale") or 1.0
-            for t, n in zip(r.get("chunk_times_s") or [], r.get("chunk_tokens") or []):
-                if t0 <= r["start_s"] + t * scale <= t1:
+            times, toks = chunks(r)
+            for t, n in zip(times, toks):
+                if t0 <= s0 + t <= t1:
                     tokens += n
             # an OpenAI stream counts one token per content chunk; its usage total corrects the last chunk
-            counted = sum(r.get("chunk_tokens") or [])
+            counted = sum(toks)
             if r.get("ok") and r.get("completion_tokens", counted) != counted and r.get("e2e_s") is not None:
-                if t0 <= r["start_s"] + r["e2e_s"] <= t1:
+                if t0 <= s0 + r["e2e_s"] <= t1:
                     tokens += r["completion_tokens"] - counted
         return tokens / dur
     if name == "request_throughput":
-        ended = sum(1 for r in rows if r.get("ok") and r.get("start_s") is not None and r.get("e2e_s") is not None
-                    and t0 < r["start_s"] + r["e2e_s"] <= t1 + 1e-9)
+        ended = sum(1 for r in rows if r.get("ok") and start(r) is not None and r.get("e2e_s") is not None
+                    and t0 < start(r) + r["e2e_s"] <= t1 + 1e-9)
         return ended / dur
     if name == "goodput":
         return sum(1 for r in measured if meets_slo(r, slo or {})) / dur

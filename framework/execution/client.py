@@ -158,6 +158,9 @@ class _Stream:
             return new
         if payload.get("usage"):
             self.usage = payload["usage"]
+        for key in ("sim_mean_batch", "sim_arrival_model_s"):  # the sim's extra keys on OpenAI chunks
+            if key in payload:
+                self.meta[key] = payload[key]
         choices = payload.get("choices") or []
         if not choices:
             return 0
@@ -283,8 +286,9 @@ def clock_figures(times: list[float], tokens: list[int], e2e: float, time_scale:
     out = summarize_stream(m_times, m_tokens, m_times[-1], 1.0, meta, completion)
     out.update(clock="sim_model", chunk_model_times_s=[round(t, 7) for t in m_times], chunk_model_tokens=m_tokens)
     out.update({f"wall_{k}": wall[k] for k in ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s", "output_tok_s")})
-    if meta.get("sim_mean_batch") is not None:
-        out["sim_mean_batch"] = meta["sim_mean_batch"]
+    for key in ("sim_mean_batch", "sim_arrival_model_s"):
+        if meta.get(key) is not None:
+            out[key] = meta[key]
     return out
 
 
@@ -389,6 +393,7 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
     rows: list[dict[str, Any]] = []
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     t_origin = time.perf_counter()
+    origin: dict[str, float] = {}  # the sim's model clock at this launch's start (set by the first row)
 
     async def one(session: aiohttp.ClientSession, req: PlannedRequest, extra: dict[str, Any],
                   more: bool = False) -> dict[str, Any]:
@@ -398,6 +403,7 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
                                     endpoint, t_origin)
         row.update(extra, phase=req.phase, planned_prompt_tokens=req.prompt_tokens,
                    planned_output_tokens=req.output_tokens)
+        _model_start(row, origin)
         if req.dataset_row is not None:
             row["dataset_row"] = req.dataset_row
         if req.phase == "measured":
@@ -414,6 +420,17 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
             await _open_loop(plan, session, one, time_scale, t_origin, lateness)
     await lag.stop()
     return client_health(lateness, lag.samples, rows)
+
+
+def _model_start(row: dict[str, Any], origin: dict[str, float]) -> None:
+    """On the sim's model clock, the send time (``model_start_s``) is the request's arrival on the engine's
+    clock, from one origin per launch (aligned with ``start_s`` at the first row), so windows and
+    throughputs use one clock with the figures."""
+    arrival = row.get("sim_arrival_model_s")
+    if row.get("clock") != "sim_model" or arrival is None or row.get("start_s") is None:
+        return
+    origin.setdefault("t", float(arrival) - float(row["start_s"]))
+    row["model_start_s"] = round(float(arrival) - origin["t"], 7)
 
 
 async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:

@@ -353,6 +353,8 @@ def _meta(state: ServerState, req: SimRequest, chunk: Chunk) -> dict[str, Any]:
         "sim_model_t": round(chunk.e2e_latency, 9),
         # the mean running batch of the decode steps so far (how full the model's batch really was)
         "sim_mean_batch": round(chunk.mean_batch, 4),
+        # the request's arrival on the engine's model clock (model s since the engine started)
+        "sim_arrival_model_s": round(getattr(req, "arrival_model", 0.0), 9),
         # how far behind its own clock the sim handed out this request's chunks (wall s): if this is
         # not small against the request's duration, the speed-up is more than the machine sustains
         "sim_max_lag_s": round(req.max_lag_s, 6),
@@ -607,18 +609,24 @@ async def _openai(state: ServerState, request: Request, obj: CompletionRequest |
         include_usage = bool(obj.stream_options and obj.stream_options.include_usage)
         kind = "chat.completion.chunk" if chat else "text_completion"
 
-        def event(choice: dict[str, Any]) -> bytes:
-            return _sse({"id": rid, "object": kind, "created": created, "model": state.model_name,
-                         "choices": [choice], "usage": None})
+        is_sim = state.backend_info.get("backend") == "sim"
+
+        def event(choice: dict[str, Any], chunk: Chunk | None = None) -> bytes:
+            body = {"id": rid, "object": kind, "created": created, "model": state.model_name,
+                    "choices": [choice], "usage": None}
+            if is_sim and chunk is not None:  # the sim's model clock, as in /generate's meta_info (extra keys)
+                body.update(sim_model_t=round(chunk.e2e_latency, 9), sim_mean_batch=round(chunk.mean_batch, 4),
+                            sim_arrival_model_s=round(getattr(req, "arrival_model", 0.0), 9))
+            return _sse(body)
 
         async def stream() -> AsyncIterator[bytes]:
             sent, last = "", None
-            if chat:
-                yield event({"index": 0, "delta": {"role": "assistant", "content": ""},
-                             "logprobs": None, "finish_reason": None})
             async for batch in _chunk_batches(state, req, endpoint):
                 data = b""
                 for chunk in batch:
+                    if chat and last is None:  # SGLang sends the role with the first output, after prefill
+                        data += event({"index": 0, "delta": {"role": "assistant", "content": ""},
+                                       "logprobs": None, "finish_reason": None}, chunk)
                     last = chunk
                     grew = chunk.text.startswith(sent)
                     delta, sent = (chunk.text[len(sent):], chunk.text) if grew else ("", sent)
@@ -627,7 +635,7 @@ async def _openai(state: ServerState, request: Request, obj: CompletionRequest |
                     choice.update({"delta": {"content": delta}} if chat else {"text": delta})
                     if finish:
                         choice["matched_stop"] = matched
-                    data += event(choice)
+                    data += event(choice, chunk)
                 yield data
             if include_usage and last is not None:
                 yield _sse({"id": rid, "object": kind, "created": created, "model": state.model_name,

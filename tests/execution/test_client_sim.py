@@ -36,8 +36,10 @@ def in_flight_profile(rows: list[dict]) -> tuple[float, float, int]:
     """Over the measured window: time-weighted mean in flight, share of time at the peak, the peak."""
     measured = [r for r in rows if r["phase"] == "measured"]
     t0 = min(r["start_s"] for r in measured)
-    t1 = max(r["start_s"] + r["e2e_s"] for r in measured)
-    events = sorted([(r["start_s"], 1) for r in rows] + [(r["start_s"] + r["e2e_s"], -1) for r in rows])
+    # the client's own view (wall clock x speed-up): on the sim's model clock e2e_s leaves the client's time out
+    e2e = {id(r): r.get("wall_e2e_s") or r["e2e_s"] for r in rows}
+    t1 = max(r["start_s"] + e2e[id(r)] for r in measured)
+    events = sorted([(r["start_s"], 1) for r in rows] + [(r["start_s"] + e2e[id(r)], -1) for r in rows])
     level, last, area, at_peak, peak = 0, t0, 0.0, {}, 0
     for t, step in events:
         if t > t0:
