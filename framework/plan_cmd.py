@@ -9,7 +9,10 @@ profile's start-up time). The printout says which.
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
+from typing import Any
 
 from omegaconf import OmegaConf
 from rich.console import Console
@@ -23,11 +26,63 @@ from framework.metrics import is_launch_metric
 from framework.workload import mean_length
 from framework.spec import Experiment, Hypothesis
 
-PLAN_KEYS = ("pilot", "power")
+PLAN_KEYS = ("pilot", "power", "probe")
+PROBE_LAUNCHES, PROBE_REQUESTS = 2, 4  # per condition: enough to see the sim's measurement noise, ~15 s in all
+
+
+def probe_measurement_noise(h: Hypothesis, exp: Experiment, backend_cfg: dict[str, Any], *, launches: int,
+                            requests: int) -> dict[str, Any]:
+    """The sim's own measurement noise on this machine, now: launches with its noise model switched off.
+
+    With `--sim-noise-scale 0` the simulator's model is deterministic, so whatever spread the metric
+    still shows between requests and launches comes from measuring it: the sim's clock and
+    scheduling at the configured speed-up, the HTTP client, the machine's load. Returns per-condition
+    within-launch sds and the pooled between-launch sd (log scale), as the ANOVA of section 6 of
+    docs/statistics.md estimates them.
+    """
+    import math
+    import tempfile
+
+    from framework.execution.backends import BackendSettings, server_spec
+    from framework.execution.client import run_workload
+    from framework.execution.launcher import LaunchError, ServerProcess, free_port
+    from framework.stats.variance import components, pooled_components
+
+    backend = BackendSettings.model_validate({**backend_cfg, "noise_scale": 0.0})
+    within: dict[int, float] = {}
+    groups_by_cond: list[list[list[float]]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for cond in design_mod.conditions(h):
+            groups: list[list[float]] = []
+            for i in range(launches):
+                port = free_port(backend.host)
+                spec = server_spec(backend, exp, h, cond, port=port, seed=1000 + i,
+                                   log_path=Path(tmp) / f"probe-{cond.index}-{i}.log")
+                values: list[float] = []
+                try:
+                    with ServerProcess(spec) as server:
+                        server.wait_ready()
+                        run_workload(spec.base_url, design_mod.workload_for(h, exp, cond), requests_n=requests,
+                                     warmup=1, seed=1000 + i, time_scale=backend.time_scale, api_key=backend.api_key,
+                                     on_row=lambda _i, warm, row: values.append(row.get(h.metric))
+                                     if not warm and row.get("ok") else None)
+                except LaunchError:
+                    break  # a configuration that does not start (a launches prediction): nothing to measure
+                logs = [math.log(v) for v in values if isinstance(v, (int, float)) and v > 0]
+                if logs:
+                    groups.append(logs)
+            comp = components(groups)
+            if comp.var_within is not None:
+                within[cond.index] = math.sqrt(comp.var_within)
+            groups_by_cond.append(groups)
+    pooled = pooled_components(groups_by_cond)
+    return {"within": within, "between": math.sqrt(pooled.var_between or 0.0),
+            "launches": launches, "requests": requests, "speedup": backend.speedup}
 
 
 def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests: int, warmup: int,
-                      alpha: float) -> tuple[list[PlanRow], str]:
+                      alpha: float, measurement: dict[str, Any] | None = None) -> tuple[list[PlanRow], str]:
+    """Plan from the sim's model of the profile, plus the measurement noise a probe saw (added in quadrature)."""
     from framework.sim.model import expected_metrics, request_log_sd
     from framework.sim.profile import load_profile
 
@@ -59,6 +114,11 @@ def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests:
                               if h.metric == "decode_tok_s" else float(m["request_log_sd"]))
         launch_cost[cond.index] = float(profile.startup_s)
         request_cost[cond.index] = float(m["e2e_s"])
+    if measurement:  # what measuring adds on this machine: independent of the model's noise, so variances add
+        sd_launch = math.hypot(sd_launch, float(measurement["between"]))
+        for c, extra in measurement["within"].items():
+            if c in sd_req:
+                sd_req[c] = math.hypot(sd_req[c], float(extra))
     # a slow launch makes every forward slower: rates fall by the factor, times rise by it
     slower = 1.0 / slow_factor if h.metric in ("decode_tok_s", "output_tok_s") else slow_factor
     rows = plan(h, means=means, sd_launch_log=sd_launch, sd_request_log=sd_req, requests=requests, warmup=warmup,
@@ -68,6 +128,12 @@ def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests:
               f"{sd_launch:.2%} plus {slow_prob:.0%} slow launches ({slow_factor - 1:+.0%}), per-request sd by Monte Carlo of its noise model, launch cost = profile start-up "
               f"({launch_cost and next(iter(launch_cost.values())):.0f} s; a real launch of a large model takes minutes: "
               f"plan from a pilot run for real costs)")
+    if measurement:
+        within = ", ".join(f"{v:.2%}" for _, v in sorted(measurement["within"].items()))
+        source += (f"; plus the sim's measurement noise on this machine, probed now with its noise model off "
+                   f"({measurement['launches']} launches x {measurement['requests']} requests per condition at "
+                   f"speed-up {measurement['speedup']:g}): between launches {measurement['between']:.2%}, "
+                   f"per request {within} (probe=false leaves it out)")
     return rows, source
 
 
@@ -109,8 +175,14 @@ def plan_command(args: list[str]) -> int:
             f"no noise model for it, so the plan needs a pilot run: python -m framework run hypothesis={h.name} "
             f"design.launches=3, then plan hypothesis={h.name} pilot=RUN_DIR")
     else:
+        measurement = None
+        backend_cfg: dict[str, Any] = OmegaConf.to_container(cfg.backend, resolve=True)  # type: ignore[assignment]
+        if str(kv.get("probe", "true")).lower() not in ("false", "0", "no") and backend_cfg.get("name") == "sim":
+            measurement = probe_measurement_noise(h, exp, backend_cfg, launches=PROBE_LAUNCHES,
+                                                  requests=PROBE_REQUESTS)
         try:
-            rows, source = plan_from_profile(h, exp, power=power, requests=d.requests, warmup=d.warmup, alpha=d.alpha)
+            rows, source = plan_from_profile(h, exp, power=power, requests=d.requests, warmup=d.warmup, alpha=d.alpha,
+                                             measurement=measurement)
         except ValueError as exc:
             raise ConfigError("command line", "pilot", str(exc)) from None
     print_plan(make_console(), h, rows, power, source, d.requests, d.warmup, block=d.sequential.block,

@@ -92,3 +92,18 @@ def test_slow_launches_raise_the_plan_for_a_tight_margin():
                          slow_launch_factor=1 / 1.08)
     assert slow[0].launches_per_condition > plain[0].launches_per_condition
     assert slow[0].power >= 0.9
+
+
+def test_the_sims_measurement_noise_enters_the_plan_from_the_profile():
+    """plan adds what a probe measured (per-request and between-launch sd) to the model's noise, in quadrature."""
+    from framework.plan_cmd import plan_from_profile
+    from framework.spec import load_experiment
+
+    h = load_hypothesis(ROOT / "hypotheses" / "eagle3_allreduce.yaml")
+    exp = load_experiment(ROOT / "experiments" / f"{h.experiment}.yaml")
+    noisy = {"within": {0: 0.02, 1: 0.02, 2: 0.02, 3: 0.02}, "between": 0.005, "launches": 2, "requests": 4,
+             "speedup": 20}
+    rows, source = plan_from_profile(h, exp, power=0.9, requests=2, warmup=1, alpha=0.05, measurement=noisy)
+    # without it the same plan is 9 launches per condition (tests/test_cli.py, plan with probe=false)
+    assert rows[0].launches_per_condition > 9
+    assert "measurement noise" in source and "between launches 0.50%" in source
