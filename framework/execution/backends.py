@@ -77,7 +77,8 @@ _SGLANG_ARGV = (*_PY_SERVER, "--model-path", "{model}", "--tp-size", "{tp}", "--
                 "--random-seed", "{seed}")
 _SGLANG_PATTERNS: Patterns = (
     ("cuda_mismatch", r"No supported CUDA architectures found|sgl_kernel.*(not compatible|undefined symbol)"),
-    ("out_of_memory", r"Not enough memory|mem_fraction_static|KV cache pool"),
+    # not on the server_args=ServerArgs(...) line every SGLang start logs (it names mem_fraction_static too)
+    ("out_of_memory", r"^(?!.*ServerArgs\().*(?:Not enough memory|mem_fraction_static|KV cache pool)"),
 )
 
 BACKENDS: dict[str, Backend] = {
