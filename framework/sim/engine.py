@@ -79,6 +79,9 @@ class SimRequest:
     batch_sum: int = 0          # sum of the batch sizes of the decode steps this request took part in
     decode_steps: int = 0
     closed_loop_next: bool = False  # the client sends its next request the moment this one ends
+    ignore_eos: bool = True     # False: the model's EOS ends the sequence (model.eos_position)
+    temperature: float = 0.0
+    eos_at: int | None = None
     arrival_model: float = 0.0  # model seconds on the engine's clock
     ready_model: float = 0.0
 
@@ -153,6 +156,8 @@ class Engine:
 
         req.rng = np.random.default_rng(self._req_ss.spawn(1)[0])
         req.draw = model.draw_request(self.profile, self.args, self.noise, req.rng)
+        if not req.ignore_eos:
+            req.eos_at = model.eos_position(self.profile, req.seed, req.temperature, req.rng)
         with self._cond:
             now = time.perf_counter()
             req.arrival_perf = now
@@ -175,6 +180,15 @@ class Engine:
 
     def abort(self, req: SimRequest) -> None:
         req.aborted = True
+
+    def abort_rid(self, rid: str, abort_all: bool = False) -> None:
+        """SGLang's /abort_request: one request by id (its stream ends), or all of them."""
+        with self._cond:
+            reqs = list(self._inbox) + self._pending + self._running
+        for r in reqs:
+            if abort_all or r.rid == rid:
+                r.aborted = True
+                r.loop.call_soon_threadsafe(r.queue.put_nowait, None)
 
     @property
     def avg_spec_accept_length(self) -> float:
@@ -293,7 +307,8 @@ class Engine:
         for r in batch:
             if r.aborted:
                 continue
-            remaining = r.max_new_tokens - len(r.output_ids)
+            limit = r.max_new_tokens if r.eos_at is None else min(r.max_new_tokens, r.eos_at)
+            remaining = limit - len(r.output_ids)
             if kind == "prefill":
                 n = min(1, remaining)
             else:
@@ -304,6 +319,8 @@ class Engine:
                 r.decode_steps += 1
             finish = self._extend(r, n)
             emitted += n
+            if finish is None and r.eos_at is not None and len(r.output_ids) >= r.eos_at:
+                finish = {"type": "stop", "matched": self.profile.output_length.eos_token_id}
             if finish is None and len(r.output_ids) >= r.max_new_tokens:
                 finish = {"type": "length", "length": len(r.output_ids)}
             r.finished = finish is not None

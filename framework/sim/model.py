@@ -275,6 +275,16 @@ def tokens_for_step(spec: SpecConfig | None, req: RequestDraw, noise_scale: floa
     return max(0, min(n, remaining))
 
 
+def eos_position(profile: Profile, seed: int, temperature: float, rng: np.random.Generator | None = None) -> int:
+    """The number of output tokens after which the model emits EOS (ignore_eos off): lognormal, from the
+    prompt's seed when greedy (same prompt, same length), from the request's generator otherwise."""
+    import numpy as np
+
+    ol = profile.output_length
+    gen = rng if (temperature > 0 and rng is not None) else np.random.default_rng(seed)
+    return max(1, int(round(ol.median_tokens * math.exp(ol.log_sd * float(gen.standard_normal())))))
+
+
 # --------------------------------------------------------------------------- text
 
 

@@ -92,6 +92,15 @@ class NoiseParams(_Strict):
     accept_length_request_sd: float = Field(ge=0)
 
 
+class OutputLength(_Strict):
+    """Where a request's EOS falls when ``ignore_eos`` is off: a lognormal number of output tokens
+    (assumed chat-like; seeded by the prompt, so a greedy request repeats its length)."""
+
+    median_tokens: float = Field(300.0, gt=0)
+    log_sd: float = Field(1.0, ge=0)
+    eos_token_id: int = 1  # DeepSeek-V3's end-of-sentence id
+
+
 class Profile(_Strict):
     """Everything the pure model needs to know about one machine + software stack."""
 
@@ -115,6 +124,8 @@ class Profile(_Strict):
     noise: NoiseParams
     startup_s: float = Field(ge=0)
     crash_after_s: float = Field(ge=0)
+    output_length: OutputLength = OutputLength()
+    context_length: int = Field(163840, ge=1)  # the model's max context (DeepSeek-V3: 163,840)
 
 
 class ProfileError(ValueError):

@@ -222,12 +222,50 @@ class ServerState:
 
 
 def _new_request(state: ServerState, prompt: str | list[int], prompt_tokens: int, max_new: int,
-                 stop: list[str], rid: str | None) -> SimRequest:
+                 stop: list[str], rid: str | None, ignore_eos: bool = False, temperature: float = 0.0) -> SimRequest:
     return SimRequest(
         rid=rid or uuid.uuid4().hex, prompt_tokens=prompt_tokens, max_new_tokens=max_new, stop=stop,
         seed=model.prompt_seed(prompt), queue=asyncio.Queue(), loop=asyncio.get_running_loop(),
-        prompt_ids=list(prompt) if isinstance(prompt, list) else None,
+        prompt_ids=list(prompt) if isinstance(prompt, list) else None, ignore_eos=ignore_eos,
+        temperature=temperature,
     )
+
+
+def context_length(state: ServerState) -> int:
+    """``--context-length``, else the model's (the profile's; 163,840 for DeepSeek-V3)."""
+    given = getattr(state.args, "context_length", None)
+    if given:
+        return int(given)
+    return int(state.backend_info.get("sim_context_length") or 163840)
+
+
+def check_length(state: ServerState, prompt_tokens: int, max_new: int | None) -> str | None:
+    """SGLang's ``_validate_one_request``: its message when the request does not fit the context, else None."""
+    ctx = context_length(state)
+    if prompt_tokens >= ctx:
+        return f"The input ({prompt_tokens} tokens) is longer than the model's context length ({ctx} tokens)."
+    if max_new is not None and max_new + prompt_tokens >= ctx:
+        return (f"Requested token count exceeds the model's maximum context length of {ctx} tokens. You requested "
+                f"a total of {max_new + prompt_tokens} tokens: {prompt_tokens} tokens from the input messages and "
+                f"{max_new} tokens for the completion. Please reduce the number of tokens in the input messages or "
+                "the completion to fit within the limit.")
+    return None
+
+
+def _watch_disconnect(request: Request, reqs: list[SimRequest], state: ServerState) -> asyncio.Task:
+    """A non-streaming request whose client went away stops in the engine (SGLang aborts it too)."""
+
+    async def watch() -> None:
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                for r in reqs:
+                    if not r.finished:
+                        state.engine.abort(r)
+                        r.queue.put_nowait(None)
+                return
+
+    return asyncio.ensure_future(watch())
 
 
 async def _chunk_batches(state: ServerState, req: SimRequest, endpoint: str) -> AsyncIterator[list[Chunk]]:
@@ -255,7 +293,12 @@ async def _chunk_batches(state: ServerState, req: SimRequest, endpoint: str) -> 
                     if chunk.index == 0:
                         m.ttft.labels(**m.labels).observe(chunk.e2e_latency)
                     elif chunk.new_tokens:
-                        m.itl.labels(**m.labels).observe((chunk.e2e_latency - last_e2e) / chunk.new_tokens)
+                        # SGLang's observe_inter_token_latency: the interval counts once per token
+                        # (count += tokens, sum += interval), not once per chunk
+                        per_token = (chunk.e2e_latency - last_e2e) / chunk.new_tokens
+                        hist = m.itl.labels(**m.labels)
+                        for _ in range(chunk.new_tokens):
+                            hist.observe(per_token)
                     if chunk.finished:
                         m.e2e.labels(**m.labels).observe(chunk.e2e_latency)
                         m.num_requests.labels(**m.labels).inc()
@@ -275,13 +318,11 @@ async def _chunk_batches(state: ServerState, req: SimRequest, endpoint: str) -> 
             state.engine.abort(req)
 
 
-async def _final_chunk(state: ServerState, req: SimRequest, endpoint: str) -> Chunk:
+async def _final_chunk(state: ServerState, req: SimRequest, endpoint: str) -> Chunk | None:
     last: Chunk | None = None
     async for batch in _chunk_batches(state, req, endpoint):
         last = batch[-1]
-    if last is None:
-        raise RuntimeError("request ended without output")
-    return last
+    return last  # None: the client went away and the request was aborted
 
 
 class SSEResponse(Response):
@@ -432,10 +473,55 @@ def create_app(state: ServerState) -> Starlette:
                              "tokenizer_path": state.args.tokenizer_path or state.args.model_path,
                              "is_generation": True, "preferred_sampling_params": None, "weight_version": "default"})
 
+    def model_card() -> dict[str, Any]:
+        return {"id": state.model_name, "object": "model", "created": state.created, "owned_by": "sglang",
+                "root": state.model_name, "parent": None, "max_model_len": context_length(state)}
+
+    def starting() -> Response:
+        return JSONResponse(status_code=503, content={"error": {"message": "server is starting"}})
+
     async def models(_: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [{
-            "id": state.model_name, "object": "model", "created": state.created, "owned_by": "sglang",
-            "root": state.args.model_path, "max_model_len": 163840}]})
+        if not state.ready:  # real SGLang does not answer before it has loaded
+            return starting()
+        return JSONResponse({"object": "list", "data": [model_card()]})
+
+    async def model_by_id(request: Request) -> Response:
+        if not state.ready:
+            return starting()
+        name = request.path_params["model"]
+        if name != state.model_name:
+            return JSONResponse(status_code=404, content={"error": {
+                "message": f"The model '{name}' does not exist", "type": "invalid_request_error",
+                "param": "model", "code": "model_not_found"}})
+        return JSONResponse({**model_card(), "id": name, "root": name})
+
+    async def get_load(_: Request) -> Response:
+        if not state.ready:
+            return starting()
+        running, waiting = state.engine.num_running, state.engine.num_waiting
+        return JSONResponse([{"dp_rank": 0, "num_reqs": running + waiting, "num_waiting_reqs": waiting,
+                              "num_tokens": 0, "ts_tic": time.time()}])
+
+    async def abort_request(request: Request) -> Response:
+        try:
+            data = json.loads(await request.body() or b"{}")
+        except ValueError as exc:
+            return _bad_request(f"JSON decode error: {exc}")
+        if not isinstance(data, dict):
+            return _bad_request("request body must be a JSON object")
+        abort = getattr(state.engine, "abort_rid", None)
+        if abort is not None:
+            abort(str(data.get("rid") or ""), bool(data.get("abort_all")))
+        return Response(status_code=200)
+
+    async def start_profile(_: Request) -> Response:  # nothing to profile: SGLang's answer, no trace
+        return PlainTextResponse("Start profiling.\n")
+
+    async def stop_profile(_: Request) -> Response:
+        return PlainTextResponse("Stop profiling. This will take some time.\n")
+
+    async def ping(_: Request) -> Response:
+        return Response(status_code=200)
 
     async def flush_cache(_: Request) -> Response:
         busy = state.engine.num_running > 0 or state.engine.num_waiting > 0
@@ -463,8 +549,14 @@ def create_app(state: ServerState) -> Starlette:
             return _generate_error(str(exc))
         if not state.ready:
             return JSONResponse(status_code=503, content={"error": {"message": "server is starting"}})
-        reqs = [_new_request(state, prompt, n_prompt, max_new, stop, rid)
-                for prompt, n_prompt, max_new, stop, rid in items]
+        problem = next((p for p in (check_length(state, it[1], it[2]) for it in items) if p), None)
+        if problem is not None:  # SGLang: a stream gets the error as an event (status 200), else 400
+            if obj.stream:
+                return Response(_sse({"error": {"message": problem}}) + b"data: [DONE]\n\n",
+                                media_type="text/event-stream")
+            return _generate_error(problem)
+        reqs = [_new_request(state, prompt, n_prompt, max_new, stop, rid, ignore_eos, temp)
+                for prompt, n_prompt, max_new, stop, rid, ignore_eos, temp in items]
         _closed_loop(request, reqs)
         if obj.stream:
             req = reqs[0]
@@ -484,11 +576,19 @@ def create_app(state: ServerState) -> Starlette:
 
             return SSEResponse(stream(), req)
 
-        async def one(req: SimRequest) -> dict[str, Any]:
+        async def one(req: SimRequest) -> dict[str, Any] | None:
             last = await _final_chunk(state, req, "/generate")
+            if last is None:
+                return None
             return {"text": last.text, "output_ids": last.output_ids, "meta_info": _meta(state, req, last)}
 
-        results = await asyncio.gather(*(one(r) for r in reqs))
+        watcher = _watch_disconnect(request, reqs, state)
+        try:
+            results = await asyncio.gather(*(one(r) for r in reqs))
+        finally:
+            watcher.cancel()
+        if any(r is None for r in results):  # the client is gone; nobody reads this
+            return Response(status_code=499)
         return JSONResponse(results if isinstance(obj.text, list) or _is_batch_ids(obj.input_ids) else results[0])
 
     async def completions(request: Request) -> Response:
@@ -517,6 +617,12 @@ def create_app(state: ServerState) -> Starlette:
         _route("/server_info", server_info, ["GET"]),
         _route("/get_model_info", model_info, ["GET"]),
         _route("/v1/models", models, ["GET"]),
+        _route("/v1/models/{model:path}", model_by_id, ["GET"]),
+        _route("/get_load", get_load, ["GET"]),
+        _route("/abort_request", abort_request, ["POST"]),
+        _route("/start_profile", start_profile, ["GET", "POST"]),
+        _route("/stop_profile", stop_profile, ["GET", "POST"]),
+        _route("/ping", ping, ["GET"]),
         _route("/flush_cache", flush_cache, ["GET", "POST"]),
         _route("/metrics", metrics, ["GET"]),
         _route("/generate", generate, ["POST", "PUT"]),
@@ -547,7 +653,7 @@ def _is_batch_ids(ids: Any) -> bool:
     return isinstance(ids, list) and bool(ids) and isinstance(ids[0], list)
 
 
-def _generate_items(obj: GenerateReqInput) -> list[tuple[Any, int, int, list[str], str | None]]:
+def _generate_items(obj: GenerateReqInput) -> list[tuple[Any, int, int, list[str], str | None, bool, float]]:
     """Normalize a /generate body into (prompt, prompt_tokens, max_new_tokens, stop, rid) per request."""
     if obj.text is None and obj.input_ids is None:
         raise ValueError("Either text, input_ids or input_embeds should be provided.")
@@ -572,7 +678,8 @@ def _generate_items(obj: GenerateReqInput) -> list[tuple[Any, int, int, list[str
     rids = obj.rid if isinstance(obj.rid, list) else [obj.rid] * len(prompts)
     if len(prompts) > 1 and not isinstance(obj.rid, list):
         rids = [None] * len(prompts)
-    return [(p, c, DEFAULT_MAX_NEW_TOKENS if s.max_new_tokens is None else s.max_new_tokens, _stops(s.stop), r)
+    return [(p, c, DEFAULT_MAX_NEW_TOKENS if s.max_new_tokens is None else s.max_new_tokens, _stops(s.stop), r,
+             s.ignore_eos, s.temperature)
             for p, c, s, r in zip(prompts, counts, sps, rids)]
 
 
@@ -595,7 +702,11 @@ async def _openai(state: ServerState, request: Request, obj: CompletionRequest |
                   prompt: Any, n_prompt: int, max_new: int, *, chat: bool) -> Response:
     if not state.ready:
         return JSONResponse(status_code=503, content={"error": {"message": "server is starting"}})
-    req = _new_request(state, prompt, n_prompt, max_new, _stops(obj.stop), None)
+    problem = check_length(state, n_prompt, max_new)
+    if problem is not None:
+        return _bad_request(problem)
+    req = _new_request(state, prompt, n_prompt, max_new, _stops(obj.stop), None, obj.ignore_eos,
+                       obj.temperature or 0.0)
     _closed_loop(request, [req])
     rid = ("chatcmpl-" if chat else "cmpl-") + req.rid
     created = int(time.time())
@@ -644,7 +755,13 @@ async def _openai(state: ServerState, request: Request, obj: CompletionRequest |
 
         return SSEResponse(stream(), req)
 
-    last = await _final_chunk(state, req, endpoint)
+    watcher = _watch_disconnect(request, [req], state)
+    try:
+        last = await _final_chunk(state, req, endpoint)
+    finally:
+        watcher.cancel()
+    if last is None:  # the client is gone
+        return Response(status_code=499)
     finish, matched = _openai_finish(last)
     if chat:
         choice = {"index": 0, "message": {"role": "assistant", "content": last.text},
@@ -684,4 +801,5 @@ def sim_backend_info(profile: Profile, args: SimServerArgs) -> dict[str, Any]:
         "sim_hardware": profile.hardware,
         "sim_speedup": args.sim_speedup,
         "sim_noise_scale": args.sim_noise_scale,
+        "sim_context_length": profile.context_length,
     }
