@@ -101,6 +101,10 @@ def precheck(overrides: list[str]) -> None:
         h, h_path, exp = load_pair(cfg)
         effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
         backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
+        try:
+            check(backend, exp)  # its argv template, and whether it takes the experiment's flag names
+        except BackendConfigError as exc:
+            raise ConfigError("command line", exc.field, exc.message) from None
         if backend.name == "sim":
             sim_coverage_or_refuse(h, h_path, exp, allow=bool((cfg.get("sim") or {}).get("allow_unmodelled")))
         backend_fits(backend, h)
@@ -112,10 +116,6 @@ def precheck(overrides: list[str]) -> None:
                 if trials.exists():
                     read_trials(trials)  # a damaged file is named with its line now, not after a server started
         ledger.check_path(cfg.ledger)
-        try:
-            check(backend, exp)
-        except BackendConfigError as exc:
-            raise ConfigError("command line", exc.field, exc.message) from None
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")

@@ -47,10 +47,13 @@ class SimSettings(_Strict):
 
 
 class Experiment(_Strict):
-    """An SGLang set-up: model, tensor parallelism, base flags, workload, simulator profile."""
+    """A server set-up: whose flags, model, tensor parallelism, base flags, workload, simulator profile."""
 
     name: str
     description: str = ""
+    # Whose flag names server_args use: sglang (also the sim's), vllm, llamacpp or llama_server.
+    # A run on a backend with other flag names is refused before anything starts.
+    flags: Literal["sglang", "vllm", "llamacpp", "llama_server"] = "sglang"
     model_path: str
     tp_size: int = Field(1, ge=1, le=1024)
     server_args: list[str] = []

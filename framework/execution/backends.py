@@ -42,6 +42,7 @@ class Backend:
     health_path: str
     protocol: Protocol
     starts_server: bool = True
+    flags: str | None = None  # whose flag names it takes (an experiment's `flags`); None: any (nothing parsed)
     module: str | None = None  # default for {module}
     binary: str | None = None  # default for {binary}
     default_args: tuple[str, ...] = ()  # always passed, before the experiment's and the hypothesis's flags
@@ -83,12 +84,12 @@ _SGLANG_PATTERNS: Patterns = (
 
 BACKENDS: dict[str, Backend] = {
     "sim": Backend(
-        name="sim", argv=_SGLANG_ARGV, module="framework.sim", health_path="/health", protocol="sglang",
+        name="sim", argv=_SGLANG_ARGV, flags="sglang", module="framework.sim", health_path="/health", protocol="sglang",
         api_key_env="SIM_API_KEY", failure_patterns=_SGLANG_PATTERNS, version_package="framework",
         metrics_path="/metrics", info_paths=("/get_server_info",),
         notes="the embedded simulated SGLang server; SGLang's flags plus --sim-*"),
     "sglang": Backend(
-        name="sglang", argv=_SGLANG_ARGV, module="sglang.launch_server", health_path="/health", protocol="sglang",
+        name="sglang", argv=_SGLANG_ARGV, flags="sglang", module="sglang.launch_server", health_path="/health", protocol="sglang",
         api_key_args=("--api-key", "{api_key}"),  # SGLang takes it only as a flag (docs/backends.md)
         failure_patterns=_SGLANG_PATTERNS, version_package="sglang",
         metrics_path="/metrics", info_paths=("/get_server_info", "/server_info"),
@@ -98,7 +99,7 @@ BACKENDS: dict[str, Backend] = {
         info_paths=("/get_server_info", "/server_info"),
         notes="a server the user started; nothing is launched or stopped"),
     "vllm": Backend(
-        name="vllm",
+        name="vllm", flags="vllm",
         argv=(*_PY_SERVER, "--model", "{model}", "--tensor-parallel-size", "{tp}", "--host", "{host}",
               "--port", "{port}", "--seed", "{seed}"),
         module="vllm.entrypoints.openai.api_server", health_path="/health", protocol="openai",
@@ -112,7 +113,7 @@ BACKENDS: dict[str, Backend] = {
         version_package="vllm", metrics_path="/metrics", info_paths=("/version",),
         notes="python -m vllm.entrypoints.openai.api_server, or backend.argv=[vllm,serve,{model},...]"),
     "llamacpp": Backend(
-        name="llamacpp",
+        name="llamacpp", flags="llamacpp",
         argv=(*_PY_SERVER, "--model", "{model}", "--host", "{host}", "--port", "{port}", "--seed", "{seed}"),
         module="llama_cpp.server", health_path="/v1/models", protocol="openai",
         # Upstream's default (True) makes a new request silently end the stream in progress with
@@ -129,7 +130,7 @@ BACKENDS: dict[str, Backend] = {
         build_info_argv=("{python}", "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"),
         notes="python -m llama_cpp.server (llama-cpp-python); no /health, ready when GET /v1/models is 200"),
     "llama_server": Backend(
-        name="llama_server",
+        name="llama_server", flags="llama_server",
         argv=("{binary}", "--model", "{model}", "--host", "{host}", "--port", "{port}", "--seed", "{seed}"),
         binary="llama-server", health_path="/health", protocol="openai",
         api_key_env="LLAMA_API_KEY", env_unset=("LLAMA_ARG_*",),
@@ -214,6 +215,11 @@ def template(backend: BackendSettings) -> tuple[str, ...]:
 def check(backend: BackendSettings, exp: Experiment | None = None) -> None:
     """Everything about the settings that can be wrong before a launch (raises BackendConfigError)."""
     row = backend.table
+    if exp is not None and row.flags is not None and exp.flags != row.flags:
+        raise BackendConfigError("backend", f"experiment {exp.name} uses {exp.flags}'s flag names "
+                                 f"(flags: {exp.flags}), which the {row.name} backend does not take; use "
+                                 f"{' or '.join(n for n, r in BACKENDS.items() if r.flags == exp.flags)}, "
+                                 "endpoint or command")
     if not row.starts_server:
         return
     argv = template(backend)

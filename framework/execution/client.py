@@ -175,6 +175,17 @@ class _Stream:
         return 0
 
 
+def sse_data(event: bytes) -> bytes:
+    """The data of one server-sent event; b"" for a comment-only event.
+
+    Lines starting with ":" are SSE comments (sse-starlette's keep-alive `: ping - <time>`, which
+    llama-cpp-python's server sends every 15 s of a stream), and `event:`, `id:` and `retry:`
+    lines carry no data; none of them is a token.
+    """
+    lines = [ln for ln in event.strip().splitlines() if not ln.startswith((b":", b"event:", b"id:", b"retry:"))]
+    return b"\n".join(ln.removeprefix(b"data:").strip() for ln in lines)
+
+
 async def measure_request(session: Any, base_url: str, body: dict[str, Any], timeout_s: float,
                           time_scale: float = 1.0, headers: dict[str, str] | None = None,
                           endpoint: Endpoint = "generate", t_origin: float | None = None) -> dict[str, Any]:
@@ -207,7 +218,7 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any], tim
                     got, events = 0, 0
                     while b"\n\n" in buffer:  # events read together arrived together: one chunk
                         event, buffer = buffer.split(b"\n\n", 1)
-                        data = event.strip().removeprefix(b"data:").strip()
+                        data = sse_data(event)
                         if not data or data == b"[DONE]":
                             continue
                         try:

@@ -34,8 +34,10 @@ COND = design.conditions(H)[0]
 
 
 def spec_for(settings: dict, exp: Experiment = EXP):
-    return server_spec(BackendSettings.model_validate(settings), exp, H, COND, port=18123, seed=7,
-                       log_path=Path("x.log"))
+    backend = BackendSettings.model_validate(settings)
+    if backend.table.flags:  # each backend with the flag names it takes
+        exp = exp.model_copy(update={"flags": backend.table.flags})
+    return server_spec(backend, exp, H, COND, port=18123, seed=7, log_path=Path("x.log"))
 
 
 def flag_value(argv: list[str], flag: str) -> str:
@@ -109,7 +111,7 @@ def test_command_backend_fills_the_template():
     ({"name": "llamacpp"}, "backend", "tp_size"),
 ])
 def test_bad_templates_are_refused_before_a_launch(settings, field, words):
-    exp = Experiment(name="e", model_path="m", tp_size=2)
+    exp = Experiment(name="e", model_path="m", tp_size=2, flags="llamacpp")
     with pytest.raises(BackendConfigError) as info:
         check(BackendSettings.model_validate(settings), exp)
     assert info.value.field == field and words in info.value.message
@@ -132,3 +134,14 @@ def test_llamacpp_flag_names_match_the_installed_parser():
     argv = spec_for({"name": "llamacpp"}).argv
     flags = {a[2:] for a in argv if a.startswith("--")}
     assert flags <= set(settings.Settings.model_fields)
+
+
+def test_an_experiment_runs_only_on_backends_that_take_its_flag_names():
+    llama = Experiment(name="tiny", model_path="m.gguf", flags="llamacpp")
+    check(BackendSettings(name="llamacpp"), llama)
+    check(BackendSettings(name="command", argv=["srv", "{port}"]), llama)  # nothing parsed: any flags
+    for name in ("sim", "sglang", "vllm"):
+        with pytest.raises(BackendConfigError, match="llamacpp's flag names"):
+            check(BackendSettings(name=name), llama)
+    with pytest.raises(BackendConfigError, match="use sim or sglang"):
+        check(BackendSettings(name="llamacpp"), Experiment(name="e", model_path="m"))

@@ -111,3 +111,12 @@ def test_failures_become_failed_rows_with_a_reason(mode, timeout, fragment):
         server.shutdown()
     assert row["ok"] is False
     assert fragment.lower() in row["error"].lower(), row["error"]
+
+
+def test_sse_comments_such_as_keep_alive_pings_are_not_events():
+    from framework.execution.client import sse_data
+
+    assert sse_data(b": ping - 2026-11-30 12:02:58.123456+00:00") == b""
+    assert sse_data(b'data: {"a": 1}') == b'{"a": 1}'
+    assert sse_data(b'event: message\r\nid: 3\r\ndata: {"a": 1}') == b'{"a": 1}'
+    assert sse_data(b"data: [DONE]") == b"[DONE]"
