@@ -33,6 +33,7 @@ pytestmark = [
 
 EXPERIMENT = """\
 name: tiny_llama_cpu
+flags: llamacpp
 model_path: models/tiny-llama.gguf
 server_args: [--n_ctx, "256"]  # verbose (the default) logs the cause of a load failure
 """
@@ -108,8 +109,9 @@ def test_a_slow_start_is_a_readiness_timeout(tmp_path, tiny_model):
         "name": "h", "statement": "s", "experiment": "e", "factors": {"x": {"reference": "a", "levels": {"a": {}}}},
         "predictions": [{"id": "p", "kind": "launches", "where": {"x": "a"}, "expect": "starts"}]})
     backend = BackendSettings(name="llamacpp", ready_timeout_s=0.2)
-    spec = server_spec(backend, Experiment(name="e", model_path=str(tiny_model)), h, design.conditions(h)[0],
-                       port=free_port(), seed=1, log_path=tmp_path / "server.log")
+    exp = Experiment(name="e", model_path=str(tiny_model), flags="llamacpp")
+    spec = server_spec(backend, exp, h, design.conditions(h)[0], port=free_port(), seed=1,
+                       log_path=tmp_path / "server.log")
     server = ServerProcess(spec).start()
     with pytest.raises(LaunchError) as info:
         server.wait_ready()
@@ -129,7 +131,8 @@ def test_the_tiny_model_serves_openai_completions_one_token_per_chunk(tmp_path, 
         "name": "h", "statement": "s", "experiment": "e", "factors": {"x": {"reference": "a", "levels": {"a": {}}}},
         "predictions": [{"id": "p", "kind": "launches", "where": {"x": "a"}, "expect": "starts"}]})
     backend = BackendSettings(name="llamacpp", ready_timeout_s=120)
-    spec = server_spec(backend, Experiment(name="e", model_path=str(tiny_model), server_args=["--n_threads", "1"]),
+    spec = server_spec(backend, Experiment(name="e", model_path=str(tiny_model), server_args=["--n_threads", "1"],
+                                               flags="llamacpp"),
                        h, design.conditions(h)[0], port=free_port(), seed=1, log_path=tmp_path / "server.log")
     with ServerProcess(spec) as server:
         assert requests.get(server.spec.base_url + "/health", timeout=5).status_code == 404
