@@ -86,3 +86,14 @@ def test_a_planted_key_is_in_no_file_a_run_writes(workdir):
     assert record["environment"]["server"]["server_args"]["api_key"] == "***"
     assert record["config"]["backend"]["api_key"].startswith("[redacted hmac-sha256:")
     assert framework("audit", cwd=workdir).returncode == 0
+
+
+def test_every_trials_row_is_scrubbed_where_a_server_takes_the_key_as_a_flag(tmp_path):
+    from framework.runner import TrialsWriter
+
+    writer = TrialsWriter(tmp_path / "trials.jsonl", Redactor((KEY,), b"salt"))
+    writer.write({"kind": "launch", "launch_id": "a", "argv": ["python", "-m", "sglang.launch_server", "--api-key", KEY],
+                  "log_tail": [f"server_args=ServerArgs(api_key='{KEY}')"]})
+    writer.close()
+    text = (tmp_path / "trials.jsonl").read_text()
+    assert KEY not in text and text.count("[redacted hmac-sha256:") == 2 and KEY not in json.dumps(writer.rows)
