@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
 import socket
 import textwrap
 from pathlib import Path
@@ -36,6 +37,7 @@ name: tiny_llama_cpu
 flags: llamacpp
 model_path: models/tiny-llama.gguf
 server_args: [--n_ctx, "256"]  # verbose (the default) logs the cause of a load failure
+workload: {prompt: text, prompt_tokens: 16, output_tokens: 16}  # the vocabulary has 512 ids: send words
 """
 
 
@@ -164,3 +166,28 @@ def test_the_shipped_hypothesis_runs_end_to_end_on_a_real_server_and_audits_clea
     assert record["analysis"]["release"]["launches"] == 12 and record["analysis"]["release"]["not_released_in_time"] == 0
     audit = framework("audit", cwd=workdir)
     assert audit.returncode == 0, audit.stdout[-2000:] + audit.stderr[-2000:]
+
+
+def test_the_command_backend_measures_any_openai_server(workdir, tiny_model):
+    """`backend=command` with an argv template: llama-cpp-python's server as an arbitrary OpenAI server."""
+    _workdir_with_model(workdir, tiny_model)
+    (workdir / "hyp").mkdir()
+    (workdir / "hyp" / "one_server.yaml").write_text(textwrap.dedent("""\
+        name: one_server
+        statement: An OpenAI-compatible server started from an argv template starts and serves.
+        experiment: tiny_llama_cpu
+        factors:
+          rig: {reference: here, levels: {here: {}}}
+        predictions:
+          - {id: serves, kind: launches, where: {rig: here}, expect: starts}
+        design: {launches: 1, requests: 2, warmup: 0}
+        """))
+    argv = f'[{sys.executable},-m,llama_cpp.server,--model,"{{model}}",--host,"{{host}}",--port,"{{port}}"]'
+    out = framework("run", "hypothesis=one_server", "backend=command", f"backend.argv={argv}",
+                    "backend.health_path=/v1/models", f"paths.hypotheses={workdir / 'hyp'}",
+                    f"paths.experiments={workdir / 'exp'}", cwd=workdir)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    record = ledger_records(workdir / "verdicts.jsonl")[-1]
+    assert record["backend"] == "command" and record["verdict"] == "supported"
+    rows = [r for r in ledger_records(Path(record["run_dir"]) / "trials.jsonl") if r["kind"] == "request"]
+    assert len(rows) == 2 and all(r["ok"] and r["endpoint"] == "completions" for r in rows)
