@@ -29,7 +29,7 @@ from framework.execution.launcher import ServerSpec
 from framework.spec import Experiment, Hypothesis
 
 Protocol = Literal["sglang", "openai"]
-BackendName = Literal["sim", "sglang", "endpoint", "vllm", "llamacpp", "llama_server", "command"]
+BackendName = Literal["sim", "gpu", "sglang", "endpoint", "vllm", "llamacpp", "llama_server", "command"]
 PLACEHOLDERS = ("python", "module", "binary", "model", "tp", "host", "port", "seed")
 
 
@@ -88,6 +88,15 @@ BACKENDS: dict[str, Backend] = {
         api_key_env="SIM_API_KEY", failure_patterns=_SGLANG_PATTERNS, version_package="framework",
         metrics_path="/metrics", info_paths=("/get_server_info",),
         notes="the embedded simulated SGLang server; SGLang's flags plus --sim-*"),
+    "gpu": Backend(
+        name="gpu", argv=_SGLANG_ARGV, module="framework.gpuserver", health_path="/health", protocol="sglang",
+        api_key_args=("--api-key", "{api_key}"),
+        failure_patterns=(
+            ("out_of_memory", r"CUDA out of memory|OutOfMemoryError"),
+            ("bad_value", r"needs \d+ GPUs; \d+ visible|not divisible by tp_size|unknown model"),
+        ),
+        version_package="framework", metrics_path="/metrics", info_paths=("/get_server_info",),
+        notes="the project's torch GPU server (framework.gpuserver): SGLang's flags and API, random weights"),
     "sglang": Backend(
         name="sglang", argv=_SGLANG_ARGV, flags="sglang", module="sglang.launch_server", health_path="/health", protocol="sglang",
         api_key_args=("--api-key", "{api_key}"),  # SGLang takes it only as a flag (docs/backends.md)

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The recipe for real GPU verdicts: run the project's GPU server hypotheses on a lent GPU machine.
+#
+# Those machines have torch but no package registry: the framework's other dependencies travel as
+# wheels (WHEELS, see docs/results/gpu/README.md for the list and how they were fetched), installed
+# here with --target. Every stage writes under RESULTS (default docs/results/gpu): the machine's
+# description (env/), the ledger (verdicts.jsonl) and one run directory per hypothesis (runs/).
+#
+#   benchmarks/gpu/run_device.sh WHEELS STAGE [RESULTS]
+#   STAGE: smoke   - TP1/TP2 logits checks (eager, graphs, NCCL, one-shot) and one short run of each
+#                    hypothesis kind into RESULTS/smoke (1 GPU and 2 GPUs)
+#          one_gpu - gpu_cuda_graphs on GPU 0 and gpu_aa on GPU 1, side by side (2 GPUs)
+#          two_gpu - gpu_symm_mem_tp2 (2 GPUs)
+#          tp2_dry - the issue-14 hypothesis at TP2, a dry run into RESULTS/tp2_dry_run (2 GPUs)
+#          tp8     - gpu_eagle_allreduce_tp8 (8 GPUs); tp4: gpu_eagle_allreduce_tp4 (4 GPUs)
+set -uo pipefail
+WHEELS=${1:?wheel directory}
+STAGE=${2:?stage}
+RESULTS=${3:-docs/results/gpu}
+# NVLink multicast stays off, always (shared hosts): NCCL, torch symmetric memory and NVSHMEM.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl \
+  || { echo "wheel install failed"; exit 1; }
+export PYTHONPATH=$PWD:/tmp/site
+mkdir -p "$RESULTS/env"
+
+describe() {  # the machine as this stage found it
+  local tag=$1
+  {
+    echo "# $tag: $(date -u +%FT%TZ)"
+    nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.limit,temperature.gpu,persistence_mode --format=csv
+    nvidia-smi topo -m 2>&1 | head -12
+    python3 -c 'import torch, platform; print("python", platform.python_version(), "torch", torch.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())), "gpus", torch.cuda.device_count())'
+    env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS|CUDA_VISIBLE_DEVICES)='
+  } > "$RESULTS/env/$tag.txt" 2>&1
+  cat "$RESULTS/env/$tag.txt"
+}
+
+run() {  # one hypothesis through the framework's normal path, its run directory named after it
+  local name=$1 dir=$2; shift 2
+  python3 -m framework run hypothesis="$name" backend=gpu ledger="$RESULTS/${LEDGER:-verdicts.jsonl}" \
+    hydra.run.dir="$RESULTS/$dir" progress=false "$@"
+}
+
+check() {  # logits of the executor against TP1 eager: graphs, NCCL, one-shot
+  local out=/tmp/checks; mkdir -p $out
+  python3 -m framework.gpuserver.check --model-path llama-1b --device cuda --out $out/tp1.pt || return 1
+  python3 -m framework.gpuserver.check --model-path llama-1b --device cuda --graphs --out $out/tp1g.pt || return 1
+  if [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
+    python3 -m framework.gpuserver.check --model-path llama-1b --device cuda --tp-size 2 --graphs --out $out/tp2n.pt || return 1
+    python3 -m framework.gpuserver.check --model-path llama-1b --device cuda --tp-size 2 --graphs --symm-mem --out $out/tp2s.pt || return 1
+  fi
+  python3 - "$out" <<'PY' | tee "$RESULTS/env/logits_check.txt"
+import sys, pathlib, torch
+d = pathlib.Path(sys.argv[1]); ref = torch.load(d / "tp1.pt")
+for f in sorted(d.glob("*.pt")):
+    x = torch.load(f)
+    rel = ((x["logits"] - ref["logits"]).norm() / ref["logits"].norm()).item()
+    print(f"{f.stem:6s} impl={x['impl']:18s} rel_err_vs_tp1_eager={rel:.2e} same_steps={x['steps'] == ref['steps']}")
+PY
+}
+
+case "$STAGE" in
+  smoke)
+    describe smoke
+    check || echo "LOGITS CHECK FAILED"
+    RESULTS=$RESULTS/smoke
+    mkdir -p "$RESULTS"
+    CUDA_VISIBLE_DEVICES=0 run gpu_aa runs/gpu_aa design.launches=1 design.requests=4 &
+    CUDA_VISIBLE_DEVICES=1 run gpu_cuda_graphs runs/gpu_cuda_graphs design.launches=1 design.requests=16 design.warmup=2 &
+    wait
+    run gpu_symm_mem_tp2 runs/gpu_symm_mem_tp2 design.launches=1 design.requests=16 design.warmup=2
+    ;;
+  one_gpu)
+    describe one_gpu
+    CUDA_VISIBLE_DEVICES=0 run gpu_cuda_graphs runs/gpu_cuda_graphs > "$RESULTS/env/one_gpu_graphs.out" 2>&1 &
+    CUDA_VISIBLE_DEVICES=1 run gpu_aa runs/gpu_aa > "$RESULTS/env/one_gpu_aa.out" 2>&1 &
+    wait
+    tail -n 25 "$RESULTS/env/one_gpu_graphs.out" "$RESULTS/env/one_gpu_aa.out"
+    ;;
+  two_gpu)
+    describe two_gpu
+    run gpu_symm_mem_tp2 runs/gpu_symm_mem_tp2
+    ;;
+  tp2_dry)
+    describe tp2_dry
+    LEDGER=verdicts.jsonl RESULTS=$RESULTS/tp2_dry_run run gpu_eagle_allreduce_tp2 runs/gpu_eagle_allreduce_tp2 "${@:4}"
+    ;;
+  tp4|tp8)
+    describe "$STAGE"
+    run "gpu_eagle_allreduce_$STAGE" "runs/gpu_eagle_allreduce_$STAGE"
+    ;;
+  *) echo "unknown stage $STAGE"; exit 2 ;;
+esac
