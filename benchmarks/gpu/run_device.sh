@@ -7,8 +7,9 @@
 # description (env/), the ledger (verdicts.jsonl) and one run directory per hypothesis (runs/).
 #
 #   benchmarks/gpu/run_device.sh WHEELS STAGE [RESULTS]
-#   STAGE: smoke   - TP1/TP2 logits checks (eager, graphs, NCCL, one-shot) and one short run of each
-#                    hypothesis kind into RESULTS/smoke (1 GPU and 2 GPUs)
+#   STAGE: check1  - the executor's logits on one GPU, eager and CUDA graphs, against each other
+#          check2  - the same at TP2 with NCCL and with one-shot all-reduce, in graphs (2 GPUs)
+#          smoke   - one short run of each hypothesis into RESULTS/smoke (2 GPUs)
 #          one_gpu - gpu_cuda_graphs on GPU 0 and gpu_aa on GPU 1, side by side (2 GPUs)
 #          two_gpu - gpu_symm_mem_tp2 (2 GPUs)
 #          tp2_dry - the issue-14 hypothesis at TP2, a dry run into RESULTS/tp2_dry_run (2 GPUs)
@@ -39,18 +40,17 @@ describe() {  # the machine as this stage found it
 run() {  # one hypothesis through the framework's normal path, its run directory named after it
   local name=$1 dir=$2; shift 2
   python3 -m framework run hypothesis="$name" backend=gpu ledger="$RESULTS/${LEDGER:-verdicts.jsonl}" \
-    hydra.run.dir="$RESULTS/$dir" progress=false "$@"
+    hydra.run.dir="$RESULTS/$dir" progress=false backend.ready_timeout_s=180 "$@"
 }
 
-check() {  # logits of the executor against TP1 eager: graphs, NCCL, one-shot
-  local out=/tmp/checks; mkdir -p $out
-  python3 -m framework.gpuserver.check --model-path llama-1b --device cuda --out $out/tp1.pt || return 1
-  python3 -m framework.gpuserver.check --model-path llama-1b --device cuda --graphs --out $out/tp1g.pt || return 1
-  if [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
-    python3 -m framework.gpuserver.check --model-path llama-1b --device cuda --tp-size 2 --graphs --out $out/tp2n.pt || return 1
-    python3 -m framework.gpuserver.check --model-path llama-1b --device cuda --tp-size 2 --graphs --symm-mem --out $out/tp2s.pt || return 1
-  fi
-  python3 - "$out" <<'PY' | tee "$RESULTS/env/logits_check.txt"
+one_check() {  # one executor logits check, killed (stacks printed) if it hangs
+  local name=$1; shift
+  timeout -s KILL 150 python3 -m framework.gpuserver.check --model-path llama-1b --device cuda --verbose 120 \
+    --out /tmp/checks/$name.pt "$@"
+}
+
+compare() {  # every check's logits against TP1 eager
+  python3 - /tmp/checks <<'PY' | tee -a "$RESULTS/env/logits_check.txt"
 import sys, pathlib, torch
 d = pathlib.Path(sys.argv[1]); ref = torch.load(d / "tp1.pt")
 for f in sorted(d.glob("*.pt")):
@@ -61,9 +61,16 @@ PY
 }
 
 case "$STAGE" in
+  check1)  # one GPU: eager and graphs
+    mkdir -p /tmp/checks
+    one_check tp1 && one_check tp1g --graphs && compare
+    ;;
+  check2)  # two GPUs: NCCL and one-shot, both in graphs
+    mkdir -p /tmp/checks
+    one_check tp2n --tp-size 2 --graphs && one_check tp2s --tp-size 2 --graphs --symm-mem; compare
+    ;;
   smoke)
     describe smoke
-    check || echo "LOGITS CHECK FAILED"
     RESULTS=$RESULTS/smoke
     mkdir -p "$RESULTS"
     CUDA_VISIBLE_DEVICES=0 run gpu_aa runs/gpu_aa design.launches=1 design.requests=4 &

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import faulthandler
 import logging
 import os
 import signal
@@ -35,6 +36,7 @@ from framework.gpuserver.executor import Executor, graph_batch_sizes  # noqa: E4
 from framework.sim.server import Metrics, ServerState, build_request_models, create_app  # noqa: E402
 
 log = logging.getLogger("framework.gpuserver")
+STARTUP_STACKS_AFTER_S = 120.0
 
 
 def _setup_logging(level: str, rank: int) -> None:
@@ -71,6 +73,7 @@ def _spec(args: GpuServerArgs) -> SpecConfig | None:
 
 def build_executor(args: GpuServerArgs, rank: int, seed: int) -> Executor:
     """Join the TP group, draw the weights, allocate caches, capture graphs: every rank, same order."""
+    faulthandler.dump_traceback_later(STARTUP_STACKS_AFTER_S)  # a hung start-up shows where it hangs, in the log
     device = _device(args)
     if device == "cuda" and torch.cuda.device_count() < args.tp_size:
         raise RuntimeError(f"--tp-size {args.tp_size} needs {args.tp_size} GPUs; {torch.cuda.device_count()} visible")
@@ -94,6 +97,7 @@ def build_executor(args: GpuServerArgs, rank: int, seed: int) -> Executor:
         log.info(f"Capture cuda graph begin. bs {sizes}")
         took = ex.capture(sizes)
         log.info(f"Capture cuda graph end. Time elapsed: {took:.2f} s")
+    faulthandler.cancel_dump_traceback_later()
     return ex
 
 

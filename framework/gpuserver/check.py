@@ -9,8 +9,10 @@ NCCL and symmetric-memory all-reduce against one GPU before anything is timed.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import socket
+import time
 
 from framework.gpuserver.comm import no_multicast_env
 
@@ -24,14 +26,26 @@ from framework.gpuserver.executor import Executor  # noqa: E402
 
 
 def run_rank(rank: int, opts: argparse.Namespace, init: str) -> None:
+    t0 = time.perf_counter()
+
+    def phase(what: str) -> None:
+        if opts.verbose:
+            print(f"[check rank {rank} +{time.perf_counter() - t0:.1f}s] {what}", flush=True)
+
+    if opts.verbose:  # a hang prints every thread's stack, then exits
+        faulthandler.dump_traceback_later(opts.verbose, exit=True)
     group = comm.init(rank, opts.tp_size, opts.device, init)
+    phase(f"group {group.impl}")
     dtype = torch.float32 if opts.device == "cpu" else torch.bfloat16
     shape = shapes.resolve(opts.model_path)
     ex = Executor(shape, seed=opts.seed, group=group, dtype=dtype, context=64, max_rows=4)
+    phase("weights")
     if opts.symm_mem:
         comm.enable_symm_mem(group, 4 * 4 * shape.hidden_size, dtype)
+        phase("symmetric memory")
     if opts.graphs:
         ex.capture([1, 2, 4])
+        phase("graphs captured")
     g = torch.Generator().manual_seed(opts.seed)
     prompt = torch.randint(0, shape.vocab_size, (12,), generator=g).tolist()
     with torch.inference_mode():
@@ -40,10 +54,13 @@ def run_rank(rank: int, opts: argparse.Namespace, init: str) -> None:
         logits = ex.target(tokens, positions, ex.tcache, row0=0)
         firsts = [ex.prefill(r, prompt[: 8 + r]) for r in range(1, 3)]
         steps = [ex.step([firsts[0], firsts[1]], [9, 10])]
+    phase("forward, prefill, step")
     if rank == 0:
         torch.save({"logits": logits.float().cpu(), "firsts": firsts, "steps": steps, "impl": group.impl},
                    opts.out)
     comm.shutdown()
+    phase("done")
+    faulthandler.cancel_dump_traceback_later()
 
 
 def main() -> None:
@@ -55,6 +72,8 @@ def main() -> None:
     p.add_argument("--graphs", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
+    p.add_argument("--verbose", type=float, default=0, metavar="TIMEOUT_S",
+                   help="print each phase; dump every stack and exit after this many seconds")
     opts = p.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -103,7 +103,7 @@ def test_two_process_tensor_parallelism_over_gloo_matches_one_process(tmp_path):
 
     from framework.gpuserver.check import run_rank
 
-    run_rank(0, Namespace(model_path="tiny", tp_size=1, device="cpu", symm_mem=False, graphs=False, seed=0,
+    run_rank(0, Namespace(model_path="tiny", tp_size=1, device="cpu", symm_mem=False, graphs=False, seed=0, verbose=0,
                           out=str(tmp_path / "tp1.pt")), "")
     one = torch.load(tmp_path / "tp1.pt")
     two = _check(tmp_path, "tp2", "--tp-size", "2")
