@@ -10,7 +10,7 @@
 #   STAGE: check1  - the executor's logits on one GPU, eager and CUDA graphs, against each other
 #          check2  - the same at TP2 with NCCL and with one-shot all-reduce, in graphs (2 GPUs)
 #          smoke   - one short run of each hypothesis into RESULTS/smoke (2 GPUs)
-#          one_gpu - gpu_cuda_graphs on GPU 0 and gpu_aa on GPU 1, side by side (2 GPUs)
+#          one_gpu - gpu_cuda_graphs and gpu_aa (on GPUs 0 and 1 side by side where 2 are visible)
 #          two_gpu - gpu_symm_mem_tp2 (2 GPUs)
 #          tp2_dry - the issue-14 hypothesis at TP2, a dry run into RESULTS/tp2_dry_run (2 GPUs)
 #          tp8     - gpu_eagle_allreduce_tp8 (8 GPUs); tp4: gpu_eagle_allreduce_tp4 (4 GPUs)
@@ -78,11 +78,16 @@ case "$STAGE" in
     wait
     run gpu_symm_mem_tp2 runs/gpu_symm_mem_tp2 design.launches=1 design.requests=16 design.warmup=2
     ;;
-  one_gpu)
+  one_gpu)  # side by side on two GPUs where there are two, else one after the other
     describe one_gpu
-    CUDA_VISIBLE_DEVICES=0 run gpu_cuda_graphs runs/gpu_cuda_graphs > "$RESULTS/env/one_gpu_graphs.out" 2>&1 &
-    CUDA_VISIBLE_DEVICES=1 run gpu_aa runs/gpu_aa > "$RESULTS/env/one_gpu_aa.out" 2>&1 &
-    wait
+    if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+      CUDA_VISIBLE_DEVICES=0 run gpu_cuda_graphs runs/gpu_cuda_graphs > "$RESULTS/env/one_gpu_graphs.out" 2>&1 &
+      CUDA_VISIBLE_DEVICES=1 run gpu_aa runs/gpu_aa > "$RESULTS/env/one_gpu_aa.out" 2>&1 &
+      wait
+    else
+      run gpu_cuda_graphs runs/gpu_cuda_graphs > "$RESULTS/env/one_gpu_graphs.out" 2>&1
+      run gpu_aa runs/gpu_aa > "$RESULTS/env/one_gpu_aa.out" 2>&1
+    fi
     tail -n 25 "$RESULTS/env/one_gpu_graphs.out" "$RESULTS/env/one_gpu_aa.out"
     ;;
   two_gpu)
