@@ -12,6 +12,7 @@
 #          smoke   - one short run of each hypothesis into RESULTS/smoke (2 GPUs)
 #          one_gpu - gpu_cuda_graphs and gpu_aa (on GPUs 0 and 1 side by side where 2 are visible)
 #          two_gpu - gpu_symm_mem_tp2 (2 GPUs)
+#          resume  - resume NAME FROM: finish an interrupted run of NAME from RESULTS/runs/FROM
 #          tp2_dry - the issue-14 hypothesis at TP2, a dry run into RESULTS/tp2_dry_run (2 GPUs)
 #          tp8     - gpu_eagle_allreduce_tp8 (8 GPUs); tp4: gpu_eagle_allreduce_tp4 (4 GPUs)
 set -uo pipefail
@@ -45,7 +46,7 @@ run() {  # one hypothesis through the framework's normal path, its run directory
 
 one_check() {  # one executor logits check, killed (stacks printed) if it hangs
   local name=$1; shift
-  timeout -s KILL 150 python3 -m framework.gpuserver.check --model-path llama-1b --device cuda --verbose 120 \
+  timeout -s KILL "${CHECK_TIMEOUT:-150}" python3 -m framework.gpuserver.check --model-path llama-1b --device cuda --verbose 120 \
     --out /tmp/checks/$name.pt "$@"
 }
 
@@ -93,6 +94,10 @@ case "$STAGE" in
   two_gpu)
     describe two_gpu
     run gpu_symm_mem_tp2 runs/gpu_symm_mem_tp2
+    ;;
+  resume)  # finish an interrupted run: resume NAME FROM_DIR (under RESULTS/runs)
+    describe "resume_$4"
+    run "$4" "runs/$4" resume="$RESULTS/runs/$5"
     ;;
   tp2_dry)
     describe tp2_dry

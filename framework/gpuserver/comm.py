@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -66,9 +67,13 @@ def init(rank: int, size: int, device_kind: str, init_method: str) -> TPGroup:
         device = torch.device("cpu")
     if size == 1:
         return TPGroup(0, 1, device)
+    # one host: rendezvous and bootstrap over loopback (a VM's other interface may resolve but not connect)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
     backend = "nccl" if device.type == "cuda" else "gloo"
     kwargs: dict[str, Any] = {"device_id": device} if device.type == "cuda" else {}
-    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=size, **kwargs)
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=size,
+                            timeout=timedelta(seconds=300), **kwargs)
     control = dist.new_group(backend="gloo") if backend == "nccl" else dist.group.WORLD
     return TPGroup(rank, size, device, control, impl=backend)
 
