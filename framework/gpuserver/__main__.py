@@ -131,6 +131,7 @@ def backend_info(args: GpuServerArgs, spec: SpecConfig | None, device: torch.dev
     return {
         "backend": "gpu",
         "version": f"framework-gpuserver (torch {torch.__version__})",
+        "cuda_graph_max_bs": min(args.cuda_graph_max_bs or args.max_running_requests, args.max_running_requests),
         "gpu_server": {
             "shape": shape.model_dump(), "params": shape.params(), "weights": "random, seeded",
             "all_reduce": ("none" if args.tp_size == 1 else
