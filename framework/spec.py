@@ -51,9 +51,10 @@ class Experiment(_Strict):
 
     name: str
     description: str = ""
-    # Whose flag names server_args use: sglang (also the sim's), vllm, llamacpp or llama_server.
-    # A run on a backend with other flag names is refused before anything starts.
-    flags: Literal["sglang", "vllm", "llamacpp", "llama_server"] = "sglang"
+    # Whose flag names server_args use: sglang (also the sim's), vllm, llamacpp, llama_server or gpu (the
+    # project's GPU server: SGLang's names plus its own). A run on a backend with other flag names is refused
+    # before anything starts.
+    flags: Literal["sglang", "vllm", "llamacpp", "llama_server", "gpu"] = "sglang"
     model_path: str
     tp_size: int = Field(1, ge=1, le=1024)
     server_args: list[str] = []

@@ -89,7 +89,7 @@ BACKENDS: dict[str, Backend] = {
         metrics_path="/metrics", info_paths=("/get_server_info",),
         notes="the embedded simulated SGLang server; SGLang's flags plus --sim-*"),
     "gpu": Backend(
-        name="gpu", argv=_SGLANG_ARGV, module="framework.gpuserver", health_path="/health", protocol="sglang",
+        name="gpu", argv=_SGLANG_ARGV, flags="gpu", module="framework.gpuserver", health_path="/health", protocol="sglang",
         api_key_args=("--api-key", "{api_key}"),
         failure_patterns=(
             ("out_of_memory", r"CUDA out of memory|OutOfMemoryError"),

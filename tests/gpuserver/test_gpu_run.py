@@ -18,7 +18,7 @@ def test_run_with_the_gpu_backend_records_a_gpu_verdict(workdir):
     (workdir / "e").mkdir()
     (workdir / "h").mkdir()
     (workdir / "e" / "tiny_cpu.yaml").write_text(
-        "name: tiny_cpu\nmodel_path: tiny\ntp_size: 1\n"
+        "name: tiny_cpu\nflags: gpu\nmodel_path: tiny\ntp_size: 1\n"
         "server_args: [--context-length, '64', --device, cpu, --speculative-accept-rate, '0.6']\n"
         "workload: {prompt_tokens: 16, output_tokens: 6, concurrency: 1}\n")
     aa = (ROOT / "hypotheses" / "gpu_aa.yaml").read_text().replace("experiment: gpu_llama1b_tp1",
