@@ -102,16 +102,17 @@ def thread_client(url: str, bodies: list[dict], concurrency: int) -> list[dict]:
     import requests
 
     out: list[dict] = []
-    it = iter(bodies)
+    it = iter(enumerate(bodies))
     lock = threading.Lock()
 
     def worker() -> None:
         with requests.Session() as s:
             while True:
                 with lock:
-                    body = next(it, None)
-                if body is None:
+                    item = next(it, None)
+                if item is None:
                     return
+                index, body = item
                 times, tokens, seen, rid, buf = [], [], 0, None, b""
                 t0 = time.perf_counter()
                 with s.post(url + "/generate", json=body, stream=True, timeout=(10, 600)) as resp:
@@ -129,7 +130,7 @@ def thread_client(url: str, bodies: list[dict], concurrency: int) -> list[dict]:
                             tokens.append(count - seen)
                             seen = count
                 with lock:
-                    out.append({"times": times, "tokens": tokens, "rid": rid})
+                    out.append({"times": times, "tokens": tokens, "rid": rid, "index": index})
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
     for t in threads:
@@ -212,7 +213,7 @@ def measure(client: str, *, concurrency: int | None, rate: float | None, request
             health = None
         else:
             res = thread_client(url, bodies, concurrency or 1)
-            measured = res  # the thread client cannot tell phases apart by order; all are compared
+            measured = [m for m in res if plan.requests[m["index"]].phase == "measured"]
             health = None
     wall = time.perf_counter() - t
     handoff, model = errors(measured, _truth(truth_path), speedup)

@@ -452,6 +452,13 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
         console.print(f"[yellow]warning: the simulator could not keep its clock: in a typical measured request its "
                       f"lateness may have moved {ctx.hypothesis.metric} by up to {typical:.1%}; lower "
                       f"backend.speedup (now {ctx.backend.speedup:g})[/yellow]")
+    late_client = client_bottlenecks(writer.rows)
+    if late_client:
+        console.print(escape(f"warning: the client, not the server, may have been the bottleneck in "
+                             f"{len(late_client)} launch(es) ({', '.join(late_client[:3])}"
+                             f"{', ...' if len(late_client) > 3 else ''}): {late_client_reason(writer.rows)}; "
+                             f"the figures include the client's lateness (analysis.workloads.*.client)"),
+                      style="yellow", highlight=False)
     record = build_record(ctx, writer, measured, settings, reg_hash=reg_hash, amended=amended, lag=lag,
                           started=started, previous=previous)
     stored = ledger.append(ctx.ledger, ctx.redactor.scrub(record.to_json_dict()))
@@ -584,6 +591,18 @@ def workload_records(rows: list[dict[str, Any]]) -> dict[str, Any]:
             keep = {k: v for k, v in r.items() if k not in ("kind", "launch_id", "levels")}
             out[r["launch_id"]] = keep
     return out
+
+
+def client_bottlenecks(rows: list[dict[str, Any]]) -> list[str]:
+    """Launches whose client reported that it could not keep up (framework.execution.client.client_health)."""
+    return [r["launch_id"] for r in rows if r.get("kind") == "workload" and (r.get("client") or {}).get("bottleneck")]
+
+
+def late_client_reason(rows: list[dict[str, Any]]) -> str:
+    for r in rows:
+        if r.get("kind") == "workload" and (r.get("client") or {}).get("bottleneck"):
+            return "; ".join(r["client"].get("reasons") or [])
+    return ""
 
 
 SIM_LAG_WARN = 0.01

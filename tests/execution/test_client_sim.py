@@ -104,3 +104,21 @@ def test_chat_and_completions_agree_with_generate_within_1_percent(sim):
         decode[endpoint] = float(np.median([r["decode_tok_s"] for r in measured]))  # a scheduling hiccup is not the API
     for endpoint in ("completions", "chat"):
         assert decode[endpoint] == pytest.approx(decode["generate"], rel=0.01), decode
+
+
+def test_a_dataset_is_sampled_by_the_seed_and_recorded(sim, tmp_path):
+    data = tmp_path / "conversations.jsonl"
+    data.write_text("\n".join(
+        '{"conversations": [{"from": "human", "value": "%s"}, {"from": "gpt", "value": "%s"}]}'
+        % (" ".join(["word"] * (10 + i)), " ".join(["ok"] * (4 + i))) for i in range(6)))
+    w = Workload(dataset={"path": str(data)}, concurrency=2)
+    rows, out = run(sim, w, requests_n=4, warmup=1, seed=3)
+    measured = [r for r in rows if r["phase"] == "measured"]
+    assert all(r["ok"] for r in measured)
+    for r in measured:  # the prompt and the output length are the sampled row's
+        i = r["dataset_row"]
+        assert r["prompt_tokens"] == 10 + i and r["completion_tokens"] == 4 + i
+    assert out["dataset"]["sha256"] and set(out["dataset"]["rows_used"]) >= {r["dataset_row"] for r in measured}
+    again, _ = run(sim, w, requests_n=4, warmup=1, seed=3)
+    picked = lambda rs: sorted(r["dataset_row"] for r in rs if r["phase"] != "cooldown")  # noqa: E731
+    assert picked(again) == picked(rows)
