@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import yaml
@@ -39,30 +40,39 @@ CASES = [  # the verdicts are the sim's business; what is checked is the path fr
 ]
 
 
-@pytest.mark.parametrize("metric,prediction,slo", CASES, ids=[c[0] for c in CASES])
-def test_launch_metric_predictions_run_and_audit_clean(workdir, metric, prediction, slo):
+def test_launch_metric_predictions_run_and_audit_clean(workdir):
+    """One sweep over three hypotheses (one Hydra process): a percentile, a throughput and goodput."""
     hyp = workdir / "hyp"
     hyp.mkdir()
-    (hyp / "launch_metric.yaml").write_text(yaml.safe_dump(hypothesis(metric, prediction, slo), sort_keys=False))
-    out = framework("run", "hypothesis=launch_metric", f"paths.hypotheses={hyp}",
+    names = []
+    for metric, prediction, slo in CASES:
+        name = "m_" + metric.replace(".", "_")
+        names.append(name)
+        (hyp / f"{name}.yaml").write_text(yaml.safe_dump({**hypothesis(metric, prediction, slo), "name": name},
+                                                        sort_keys=False))
+    out = framework("run", "-m", f"hypothesis={','.join(names)}", f"paths.hypotheses={hyp}",
                     f"paths.experiments={ROOT / 'experiments'}", "backend.speedup=20", "report=false", cwd=workdir)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert no_servers_left(workdir)
-    (record,) = [r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"]
-    p = record["predictions"][0]
-    assert p["estimate"] is not None and math.isfinite(p["estimate"]), p["reason"]
-    gm = {c["levels"]["decoding"]: c["metric"]["geometric_mean"] for c in record["conditions"]}
-    assert p["estimate"] == pytest.approx(gm["eagle3"] / gm["baseline"])  # the ratio of per-launch values
-    # one value per launch, recomputed from the raw rows by the metric's own definition
-    rows = read_trials(workdir / record["trials"]["path"])
-    h = load_hypothesis(hyp / "launch_metric.yaml")
-    for cond in record["conditions"]:
-        assert cond["metric"]["name"] == metric and len(cond["metric"]["launch_means"]) == 2
-        for lid, value in zip(cond["metric"]["launch_ids"], cond["metric"]["launch_means"]):
-            mine = [r for r in rows if r["kind"] == "request" and r["launch_id"] == lid]
-            assert value == pytest.approx(launch_value(metric, mine, dict(h.slo)))
-    assert analyze(h, rows).predictions[0].verdict == p["verdict"]
-    workloads = record["analysis"]["workloads"]
-    assert len(workloads) == 4 and all(w["measured"] == 4 and w["warmup"] == 4 for w in workloads.values())
+    records = {r["hypothesis"]["name"]: r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"}
+    assert sorted(records) == sorted(names)
+    for (metric, _, _), name in zip(CASES, names):
+        record = records[name]
+        p = record["predictions"][0]
+        assert p["estimate"] is not None and math.isfinite(p["estimate"]), p["reason"]
+        gm = {c["levels"]["decoding"]: c["metric"]["geometric_mean"] for c in record["conditions"]}
+        assert p["estimate"] == pytest.approx(gm["eagle3"] / gm["baseline"])  # the ratio of per-launch values
+        # one value per launch, recomputed from the raw rows by the metric's own definition
+        trials = Path(record["trials"]["path"])
+        rows = read_trials(trials if trials.is_absolute() else workdir / trials)
+        h = load_hypothesis(hyp / f"{name}.yaml")
+        for cond in record["conditions"]:
+            assert cond["metric"]["name"] == metric and len(cond["metric"]["launch_means"]) == 2
+            for lid, value in zip(cond["metric"]["launch_ids"], cond["metric"]["launch_means"]):
+                mine = [r for r in rows if r["kind"] == "request" and r["launch_id"] == lid]
+                assert value == pytest.approx(launch_value(metric, mine, dict(h.slo)))
+        assert analyze(h, rows).predictions[0].verdict == p["verdict"]
+        workloads = record["analysis"]["workloads"]
+        assert len(workloads) == 4 and all(w["measured"] == 4 and w["warmup"] == 4 for w in workloads.values())
     audit = framework("audit", cwd=workdir)
     assert audit.returncode == 0, audit.stdout[-2000:] + audit.stderr[-2000:]
