@@ -123,8 +123,8 @@ def main() -> int:
                     help="instead: concurrency 1-256 and open-loop rates, the framework's client beside a "
                          "bench_serving-style reference and the previous thread client (benchmarks/client_load.py)")
     ap.add_argument("--requests", type=int, default=16, help="with --load: requests per point")
-    ap.add_argument("--load-concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
-    ap.add_argument("--load-rates", type=float, nargs="+", default=[2, 8, 16, 32])
+    ap.add_argument("--load-concurrency", type=int, nargs="*", default=[1, 16, 64, 256])
+    ap.add_argument("--load-rates", type=float, nargs="*", default=[4, 16, 32, 64])
     ap.add_argument("--load-clients", nargs="+", default=["async", "reference", "threads"])
     args = ap.parse_args()
     if args.load:

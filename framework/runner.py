@@ -489,7 +489,7 @@ def measure(ctx: RunContext, writer: TrialsWriter, reused: set[str], attempts: d
     first_block = min(seq.block, max_per_condition) if seq.enabled else d.launches
     max_looks = math.ceil((max_per_condition - first_block) / seq.block) + 1
     progress = RunProgress(console, h.name, total_launches=len(design_mod.conditions(h)) * max_per_condition,
-                           requests_per_launch=d.requests + d.warmup, enabled=ctx.progress)
+                           requests_per_launch=requests_per_launch(ctx), enabled=ctx.progress)
     looks: list[dict[str, Any]] = []
     done, block_size = 0, first_block
     with progress:
@@ -591,6 +591,18 @@ def workload_records(rows: list[dict[str, Any]]) -> dict[str, Any]:
             keep = {k: v for k, v in r.items() if k not in ("kind", "launch_id", "levels")}
             out[r["launch_id"]] = keep
     return out
+
+
+def requests_per_launch(ctx: RunContext) -> int:
+    """Requests a launch may send (warm-up, measured, a closed loop's cool-down), the most of any condition."""
+    from framework.workload import total_requests
+
+    counts = []
+    for cond in design_mod.conditions(ctx.hypothesis):
+        w = design_mod.workload_for(ctx.hypothesis, ctx.experiment, cond)
+        cooldown = w.concurrency - 1 if not w.open_loop else 0
+        counts.append(sum(total_requests(w, ctx.design.requests, ctx.design.warmup)) + cooldown)
+    return max(counts, default=ctx.design.requests + ctx.design.warmup)
 
 
 def client_bottlenecks(rows: list[dict[str, Any]]) -> list[str]:

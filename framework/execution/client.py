@@ -186,19 +186,23 @@ def sse_data(event: bytes) -> bytes:
     return b"\n".join(ln.removeprefix(b"data:").strip() for ln in lines)
 
 
-async def measure_request(session: Any, base_url: str, body: dict[str, Any], timeout_s: float,
+async def measure_request(session: Any, base_url: str, body: dict[str, Any] | bytes, timeout_s: float,
                           time_scale: float = 1.0, headers: dict[str, str] | None = None,
                           endpoint: Endpoint = "generate", t_origin: float | None = None) -> dict[str, Any]:
     """Send one streaming request and time every event; never raises for server-side trouble.
 
-    `session` is an aiohttp ClientSession; `t_origin` (perf_counter) dates the send on the launch's
-    clock (`start_s`, model seconds).
+    `session` is an aiohttp ClientSession; `body` a JSON body, or its bytes (encoded before the clock
+    started); `t_origin` (perf_counter) dates the send on the launch's clock (`start_s`, model seconds).
     """
     import aiohttp
 
     times: list[float] = []
     tokens: list[int] = []
     parser = _Stream(endpoint)
+    payload = json.dumps(body, separators=(",", ":")).encode() if isinstance(body, dict) else body
+    send_headers = {"Content-Type": "application/json", **(headers or {})}
+    if not isinstance(body, dict):
+        body = {}
     sent_at = datetime.now(timezone.utc).isoformat()
     prompt = body.get("input_ids") or body.get("prompt") or body.get("text") or ""
     t0 = time.perf_counter()
@@ -206,7 +210,7 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any], tim
     error_class: str | None = None
     try:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout_s)
-        async with session.post(base_url + ENDPOINT_PATHS[endpoint], json=body, headers=headers,
+        async with session.post(base_url + ENDPOINT_PATHS[endpoint], data=payload, headers=send_headers,
                                 timeout=timeout) as resp:
             if resp.status != 200:
                 error, error_class = f"HTTP {resp.status}: {(await resp.text())[:300]}", "http_error"
@@ -233,6 +237,9 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any], tim
                     if now > timeout_s:
                         error, error_class = f"timed out after {timeout_s:.0f} s", "timeout"
                         break
+                # Yield before the work that ends a stream (its row, the next request's send): in a burst of
+                # streams ending together, every other stream's last read is then stamped first, not after it.
+                await asyncio.sleep(0)
                 if error is None and not parser.finished:
                     error = f"stream ended before the request finished ({sum(tokens)} tokens received)"
                     error_class = "stream_cut"
@@ -406,12 +413,16 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
     t_origin = time.perf_counter()
     origin: dict[str, float] = {}  # the sim's model clock at this launch's start (set by the first row)
 
+    encoded = {req.index: json.dumps(request_body(endpoint, req.prompt, req.output_tokens, workload, model),
+                                     separators=(",", ":")).encode() for req in plan.requests}
+
     async def one(session: aiohttp.ClientSession, req: PlannedRequest, extra: dict[str, Any],
                   more: bool = False) -> dict[str, Any]:
-        body = request_body(endpoint, req.prompt, req.output_tokens, workload, model)
         hdrs = {**(headers or {}), CLOSED_LOOP_HEADER: "next"} if more else headers
-        row = await measure_request(session, base_url, body, workload.request_timeout_s, time_scale, hdrs,
-                                    endpoint, t_origin)
+        row = await measure_request(session, base_url, encoded.pop(req.index), workload.request_timeout_s,
+                                    time_scale, hdrs, endpoint, t_origin)
+        if not row["prompt_tokens"]:
+            row["prompt_tokens"] = req.prompt_tokens
         row.update(extra, phase=req.phase, planned_prompt_tokens=req.prompt_tokens,
                    planned_output_tokens=req.output_tokens)
         _model_start(row, origin)
