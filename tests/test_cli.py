@@ -143,20 +143,13 @@ def test_main_command_supports_the_seed_hypothesis_and_records_everything(workdi
     run_dir = Path(record["run_dir"])
     rows = [json.loads(l) for l in (run_dir / "trials.jsonl").read_text().splitlines()]
     reasons = [(p["id"], p["verdict"], p["reason"]) for p in record["predictions"]]
-    # The two EAGLE-3 claims (seed ratio 96.1 / 54.1 = 1.78 against a 10% threshold) are decided far
-    # beyond any timing error. The equivalence claim (margin 3%) needs timing error well below 3%: at
-    # speed-up 20 a loaded machine hands single chunks over several ms late, which is up to ~8% of one
-    # baseline request's decode rate (measured at load 7), and then inconclusive is the honest outcome.
-    # What the design guarantees either way: never refuted; supported when the sim kept every request's
-    # metric within 1% (sim_metric_lags, the run's own lag measure).
-    assert verdict_of(record, "helps_eagle3")["verdict"] == "supported", reasons
-    assert verdict_of(record, "helps_eagle3_more_than_baseline")["verdict"] == "supported", reasons
+    # The figures are on the sim's model clock (per-event timestamps), so machine load does not move them
+    # and the seed's verdict is the same everywhere (tests/execution/test_reproducible.py).
+    # On the wall clock at speed-up 20 a loaded machine once made neutral_for_baseline inconclusive.
+    assert record["verdict"] == "supported", reasons
+    assert verdict_of(record, "neutral_for_baseline")["estimate"] == pytest.approx(1.00, abs=0.02)
     # the EAGLE-3 cells vary ~4% per launch, so 0.12 is ~3.5 standard errors
     assert verdict_of(record, "helps_eagle3")["estimate"] == pytest.approx(1.78, abs=0.12)
-    assert record["verdict"] in ("supported", "inconclusive"), reasons
-    if max(sim_metric_lags(rows, "decode_tok_s")) < 0.01:
-        assert record["verdict"] == "supported", reasons
-        assert verdict_of(record, "neutral_for_baseline")["estimate"] == pytest.approx(1.00, abs=0.02)
     # the shipped design is sequential (planned for power 0.99): blocks of 2 up to the derived cap of 18
     (n,) = {c["launches"]["ok"] for c in record["conditions"]}
     assert record["analysis"]["stopping"]["sequential"] and n % 2 == 0 and 2 <= n <= 18
