@@ -380,6 +380,7 @@ def end_launch(ctx: RunContext, server: ServerProcess, common: dict[str, Any], w
                progress: RunProgress, cond: design_mod.Condition) -> None:
     """Stop a server that started; record whether it had died on its own and how long the machine took to free up."""
     crashed = server.exited_on_its_own()
+    counters = server_metrics(server.spec.base_url, ctx.backend) if crashed is None else None
     exit_code = server.stop()
     ctx.redactor.scrub_file(server.spec.log_path)
     failure = None
@@ -391,8 +392,26 @@ def end_launch(ctx: RunContext, server: ServerProcess, common: dict[str, Any], w
     writer.write(LaunchEndRow(
         **common, ok=crashed is None, exit_code=exit_code, crashed=crashed is not None,
         failure_class=failure.cls if failure else None, failure_line=failure.line if failure else None,
-        error=failure.message() if failure else None, release=release.as_dict(), finished=now_iso(),
+        error=failure.message() if failure else None, release=release.as_dict(), server_metrics=counters,
+        finished=now_iso(),
     ).model_dump(mode="json"))
+
+
+def server_metrics(base_url: str, backend: BackendSettings) -> dict[str, float] | None:
+    """The server's own Prometheus counters with its backend's prefix (None without a metrics route)."""
+    from framework.execution import prometheus
+
+    row = backend.table
+    if not row.metrics_path or not row.metrics_prefix:
+        return None
+    headers = {"Authorization": f"Bearer {backend.api_key}"} if backend.api_key else None
+    try:
+        resp = requests.get(base_url + row.metrics_path, timeout=5, headers=headers)
+    except requests.RequestException:
+        return None
+    if resp.status_code != 200:
+        return None
+    return prometheus.parse(resp.text, row.metrics_prefix) or None
 
 
 # --------------------------------------------------------------------------- the whole run

@@ -54,6 +54,7 @@ class Backend:
     version_argv: tuple[str, ...] = ()  # else this command (a template) prints it
     build_info_argv: tuple[str, ...] = ()  # a command (template) printing build flags / system info
     metrics_path: str | None = None
+    metrics_prefix: str = ""  # Prometheus names of the server's own counters, kept at the end of a launch
     info_paths: tuple[str, ...] = ()  # routes that return the server's own description (JSON)
     notes: str = ""
 
@@ -86,7 +87,7 @@ BACKENDS: dict[str, Backend] = {
     "sim": Backend(
         name="sim", argv=_SGLANG_ARGV, flags="sglang", module="framework.sim", health_path="/health", protocol="sglang",
         api_key_env="SIM_API_KEY", failure_patterns=_SGLANG_PATTERNS, version_package="framework",
-        metrics_path="/metrics", info_paths=("/get_server_info",),
+        metrics_path="/metrics", metrics_prefix="sglang:", info_paths=("/get_server_info",),
         notes="the embedded simulated SGLang server; SGLang's flags plus --sim-*"),
     "gpu": Backend(
         name="gpu", argv=_SGLANG_ARGV, flags="gpu", module="framework.gpuserver", health_path="/health", protocol="sglang",
@@ -101,7 +102,7 @@ BACKENDS: dict[str, Backend] = {
         name="sglang", argv=_SGLANG_ARGV, flags="sglang", module="sglang.launch_server", health_path="/health", protocol="sglang",
         api_key_args=("--api-key", "{api_key}"),  # SGLang takes it only as a flag (docs/backends.md)
         failure_patterns=_SGLANG_PATTERNS, version_package="sglang",
-        metrics_path="/metrics", info_paths=("/get_server_info", "/server_info"),
+        metrics_path="/metrics", metrics_prefix="sglang:", info_paths=("/get_server_info", "/server_info"),
         notes="python -m sglang.launch_server; /metrics needs --enable-metrics"),
     "endpoint": Backend(
         name="endpoint", argv=(), starts_server=False, health_path="/health", protocol="sglang",
@@ -119,7 +120,7 @@ BACKENDS: dict[str, Backend] = {
             ("model_corrupt", r"Model architectures? .* (are|is) not supported|Cannot find model module"),
             ("model_not_found", r"is not a local folder and is not a valid model identifier|Invalid repository ID"),
         ),
-        version_package="vllm", metrics_path="/metrics", info_paths=("/version",),
+        version_package="vllm", metrics_path="/metrics", metrics_prefix="vllm:", info_paths=("/version",),
         notes="python -m vllm.entrypoints.openai.api_server, or backend.argv=[vllm,serve,{model},...]"),
     "llamacpp": Backend(
         name="llamacpp", flags="llamacpp",
@@ -149,7 +150,8 @@ BACKENDS: dict[str, Backend] = {
             ("port_in_use", r"couldn't bind HTTP server socket"),
             ("bad_flag", r"error: invalid argument|error: unknown argument"),
         ),
-        version_argv=("{binary}", "--version"), metrics_path="/metrics", info_paths=("/props",),
+        version_argv=("{binary}", "--version"), metrics_path="/metrics", metrics_prefix="llamacpp:",
+        info_paths=("/props",),
         notes="llama.cpp's own llama-server binary; /health is 503 while loading; /metrics needs --metrics"),
     "command": Backend(
         name="command", argv=(), health_path="/health", protocol="openai",

@@ -64,6 +64,7 @@ class LaunchEndRow(_Row):
     failure_line: str | None = None
     error: str | None = None
     release: dict | None = None
+    server_metrics: dict | None = None  # its own Prometheus counters before the stop (framework.execution.prometheus)
     finished: str
 
 

@@ -83,3 +83,4 @@ def test_the_launchers_summary_leads_the_message():
     assert failure.message() == "exited: server exited with code 3 during start-up: fault injected: crash at start"
     timeout = classify(None, ["loading"], timed_out=True, summary="server not ready after 12 s (no 200 from /health)")
     assert timeout.message().startswith("ready_timeout: server not ready after 12 s")
+
