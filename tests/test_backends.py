@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from cli_helpers import framework, ledger_records, no_servers_left, own_servers, run_env
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
-from framework.runner import sim_metric_lags
 
 SINGLE = """\
 name: endpoint_smoke
@@ -44,9 +41,7 @@ def test_endpoint_backend_measures_a_server_it_did_not_start(workdir):
     assert record["backend"] == "sim" and record["environment"]["launcher"] == "endpoint"
     assert record["verdict"] == "supported"
     (cond,) = record["conditions"]
-    rows = [json.loads(l) for l in (Path(record["run_dir"]) / "trials.jsonl").read_text().splitlines()]
-    if max(sim_metric_lags(rows, "decode_tok_s")) < 0.01:  # the sim kept up (at speed-up 20 load can cost 8%)
-        assert 88 < cond["metric"]["mean"] < 98
+    assert 88 < cond["metric"]["mean"] < 98  # on the sim's model clock: load does not move it
 
 
 def test_endpoint_refuses_multi_condition_hypotheses(workdir):

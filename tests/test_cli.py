@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 from cli_helpers import ROOT, framework, ledger_records
-from framework.runner import sim_metric_lags
 
 FAST = ["backend.speedup=20"]
 
@@ -178,9 +177,8 @@ def test_a_false_prediction_is_refuted(workdir):
     assert out.returncode == 0, out.stderr[-3000:]
     record = ledger_records(workdir / "verdicts.jsonl")[-1]
     assert record["verdict"] == "refuted"
-    rows = [json.loads(l) for l in (Path(record["run_dir"]) / "trials.jsonl").read_text().splitlines()]
-    if max(sim_metric_lags(rows, "decode_tok_s")) < 0.01:  # the sim kept up: the estimate is the model's
-        assert verdict_of(record, "fusion_speeds_baseline")["estimate"] == pytest.approx(1.0, abs=0.03)
+    # on the sim's model clock load does not move the figures: the estimate is the model's (1.00) plus its noise
+    assert verdict_of(record, "fusion_speeds_baseline")["estimate"] == pytest.approx(1.0, abs=0.03)
 
 
 def test_too_few_launches_is_inconclusive(workdir):
