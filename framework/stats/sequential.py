@@ -1,13 +1,12 @@
 """Group-sequential boundaries: Lan-DeMets alpha spending over a planned maximum number of looks.
 
-Why group-sequential (and not confidence sequences): a run adds launches in blocks, so the looks are
-few (max_launches / block, typically 5-10) and known in advance, and the samples are tiny (2-20
-launches per condition) with an unknown variance. Anytime-valid confidence sequences (Howard et al.
-2021) buy validity at every sample size, which we do not need, at the price of wider intervals at
-the sample sizes we have; their sub-Gaussian or asymptotic forms also need a known scale or large
-samples. Alpha spending (Lan & DeMets 1983) controls the error over exactly the looks a run makes
-and, with the O'Brien-Fleming-type spending function (O'Brien & Fleming 1979), spends almost nothing
-at the first looks, so the final look keeps nearly the fixed design's level (and power).
+Why group-sequential: a run adds launches in blocks, so the looks are few (max_launches / block,
+typically 5-10) and known in advance, and the samples are tiny (2-20 launches per condition) with an
+unknown variance. Alpha spending (Lan & DeMets 1983) controls the error over exactly the looks a run
+plans and, with the O'Brien-Fleming-type spending function (O'Brien & Fleming 1979), spends almost
+nothing at the first looks, so the final look keeps nearly the fixed design's level (and power); on
+the seed's effects it needs fewer launches than the anytime-valid rule (`stats.anytime`), which is
+the one to register when looks or extensions are not planned (docs/statistics.md, section 10).
 
 Each one-sided test of a prediction (the one that would make it "supported" and the one that would
 make it "refuted") gets its own boundary sequence from the same spending function; the two are
