@@ -67,8 +67,9 @@ def test_client_health_flags_a_late_client():
     assert not ok["bottleneck"] and ok["median_chunk_gap_wall_s"] == pytest.approx(0.01)
     late = client_health([0.003] * 9, [0.00002] * 9, [row])
     assert late["bottleneck"] and "send lateness" in late["reasons"][0]
-    lag = client_health([], [0.0005] * 9, [row])  # 0.5 ms of loop lag against 10 ms chunks: 5%
+    lag = client_health([], [0.0005] * 9, [row])  # 0.5 ms of loop lag against a 20 ms span: 2.5%
     assert lag["bottleneck"] and "event-loop lag" in lag["reasons"][0]
+    assert not client_health([], [0.0005] * 9, [{**row, "clock": "sim_model"}])["bottleneck"]  # server's clock
     rows = [{"kind": "workload", "launch_id": "a", "client": late}, {"kind": "workload", "launch_id": "b",
                                                                       "client": ok}]
     assert client_bottlenecks(rows) == ["a"]
