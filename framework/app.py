@@ -8,6 +8,7 @@ an invalid field fails with one clear line and exit code 2 before any server sta
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,15 @@ from omegaconf import DictConfig, OmegaConf
 from framework.spec import SpecError
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+def run_name(hypothesis: str) -> str:
+    """The hypothesis as a run directory's name: a path's stem, so `../x.yaml` stays inside outputs/."""
+    stem = Path(str(hypothesis)).name.removesuffix(".yaml").removesuffix(".yml")
+    return re.sub(r"[^\w.-]+", "_", stem).strip("._") or "hypothesis"
+
+
+OmegaConf.register_new_resolver("run_name", run_name, replace=True)
 EXIT_BAD_INPUT = 2
 EXIT_NO_DATA = 3  # the run finished but a condition measured nothing: no verdict can be claimed
 NO_DATA_RUNS: list[str] = []
@@ -40,6 +50,14 @@ def report_error(exc: Exception) -> int:
     return EXIT_BAD_INPUT
 
 
+def _quoting_hint(message: str) -> str:
+    """Hydra's lexer error, plus how to pass a value with spaces or other characters Hydra reserves."""
+    if "LexerNoViableAlt" in message or "no viable alternative" in message or "mismatched input" in message:
+        return (f"{message} (quote a value with spaces, non-ASCII or special characters for Hydra: "
+                "'hypothesis=\"path/my file.yaml\"')")
+    return message
+
+
 def compose(overrides: list[str]) -> DictConfig:
     """The run config for `overrides` (single values only), without starting a Hydra job."""
     from hydra import compose as hydra_compose, initialize_config_dir
@@ -53,7 +71,7 @@ def compose(overrides: list[str]) -> DictConfig:
             return hydra_compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError("command line", "overrides", message) from None
+        raise ConfigError("command line", "overrides", _quoting_hint(message)) from None
 
 
 def sweep_variants(overrides: list[str]) -> list[list[str]]:
@@ -64,7 +82,7 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception as exc:  # hydra raises its own parse error types
-        raise ConfigError("command line", "overrides", str(exc).strip().splitlines()[0]) from None
+        raise ConfigError("command line", "overrides", _quoting_hint(str(exc).strip().splitlines()[0])) from None
     fixed: list[str] = []
     hypotheses: list[str] = []
     alternatives: list[tuple[int, str]] = []  # (position in fixed, override) for every non-first swept value

@@ -29,6 +29,8 @@ def check_file(path: Path) -> str | None:
             return None
         h = load_hypothesis(path)
         exp_path = find_file(str(path.parent.parent / "experiments"), h.experiment)
+        if not exp_path.exists():  # a file outside a project layout: the experiments run would use
+            exp_path = find_file("experiments", h.experiment)
         if not exp_path.exists():
             raise SpecError(path, "experiment", f"no experiment file {exp_path}")
         exp = load_experiment(exp_path)

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 import yaml
 
 from cli_helpers import ROOT, framework, ledger_records
@@ -115,6 +116,7 @@ def test_bad_input_is_one_clear_line_exit_2_and_no_server(workdir, monkeypatch, 
     (["hypothesis=eagle3_allreduce", "resume=/no/such/run"], "resume"),
     (["hypothesis=eagle3_allreduce", "ledger=/proc/version"], "cannot create the ledger's lock file"),
     (["hypothesis=eagle3_allreduce", "ledger=."], "is a directory"),
+    (["hypothesis=../my hypothesis ü.yaml"], "quote a value with spaces"),
 ])
 def test_bad_overrides_are_one_clear_line_exit_2(workdir, monkeypatch, capsys, args, fragment):
     code, out, err = in_process(monkeypatch, capsys, workdir, "run", *args)
@@ -317,3 +319,19 @@ def test_resuming_from_damaged_trials_names_the_file_and_line_before_anything_st
     code, out, err = in_process(monkeypatch, capsys, workdir, "run", "hypothesis=eagle3_allreduce", f"resume={old}")
     assert code == 2 and "trials.jsonl: line 2 is not valid JSON" in err and "Traceback" not in err
     assert not (workdir / "outputs").exists() and not (workdir / "verdicts.jsonl").exists()
+
+
+def test_a_hypothesis_path_names_its_run_directory_by_its_stem_inside_outputs():
+    from framework.app import run_name
+
+    assert run_name("eagle3_allreduce") == "eagle3_allreduce"
+    assert run_name("../../elsewhere/my hypothesis ü.yaml") == "my_hypothesis_ü"
+    assert run_name("..") == "hypothesis"
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    from framework.app import CONF_DIR
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=["hypothesis=../../x/y.yaml"], return_hydra_config=True)
+    run_dir = OmegaConf.select(cfg, "hydra.run.dir")
+    assert run_dir.startswith("outputs/") and run_dir.endswith("-y") and ".." not in run_dir
