@@ -466,6 +466,13 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
                       f"the model clock up to {worst:.1%} ({', '.join(f'{k}: {v:.1%}' for k, v in biases.items())}); "
                       f"verdicts it could move are marked UNRELIABLE; lower backend.speedup "
                       f"(now {ctx.backend.speedup:g})[/yellow]")
+    late = sim_open_loop_lateness(writer.rows)
+    lag["sim_open_loop_arrival_late"] = late
+    if late and late["median_relative"] > SIM_LAG_WARN:
+        console.print(f"[yellow]warning: open-loop requests reached the simulator's model clock late against their "
+                      f"schedule: median {late['median_s'] * 1e3:.1f} ms, max {late['max_s'] * 1e3:.1f} ms of model "
+                      f"time ({late['median_relative']:.1%} of a median request); the sim does not correct this "
+                      f"(docs/model.md, Timing): lower backend.speedup (now {ctx.backend.speedup:g})[/yellow]")
     typical = lag["sim_metric_relative_lag_median"]
     if typical is not None and typical > SIM_LAG_WARN:
         console.print(f"[yellow]warning: the simulator could not keep its clock: in a typical measured request its "
@@ -650,6 +657,28 @@ def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str,
     if bias and decision_could_move(ctx.hypothesis, prediction, bias):
         marks.append(f"UNRELIABLE: the sim's clock bias (up to {bias:.1%} per condition) could move this decision")
     return marks
+
+
+def sim_open_loop_lateness(rows: list[dict[str, Any]]) -> dict[str, float] | None:
+    """How late open-loop requests reached the sim's model clock against their schedule (model seconds,
+    per launch relative to its earliest request, so the clocks' origins cancel), and relative to the
+    median request's e2e. None without open-loop rows on the model clock."""
+    by_launch: dict[str, list[tuple[float, float, float]]] = {}
+    for r in rows:
+        if (r.get("kind") == "request" and r.get("ok") and r.get("clock") == "sim_model"
+                and r.get("scheduled_s") is not None and r.get("model_start_s") is not None and r.get("e2e_s")):
+            by_launch.setdefault(r["launch_id"], []).append(
+                (float(r["model_start_s"]) - float(r["scheduled_s"]), float(r["e2e_s"]), 0.0))
+    lates: list[float] = []
+    e2es: list[float] = []
+    for items in by_launch.values():
+        base = min(d for d, _, _ in items)
+        lates += [d - base for d, _, _ in items]
+        e2es += [e for _, e, _ in items]
+    if not lates:
+        return None
+    med = statistics.median(lates)
+    return {"median_s": med, "max_s": max(lates), "median_relative": med / statistics.median(e2es)}
 
 
 def decision_could_move(h: Hypothesis, prediction: dict[str, Any], bias: float) -> bool:

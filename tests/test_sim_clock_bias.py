@@ -40,3 +40,16 @@ def test_a_decision_is_unreliable_only_when_the_bias_reaches_a_threshold():
     inter = {"id": "helps_eagle3_more_than_baseline", "kind": "interaction", "ci": [1.13, 1.9]}
     assert decision_could_move(h, inter, 0.01)     # four conditions: 1.13 / 1.01^4 < 1.10
     assert not decision_could_move(h, {"id": "x", "kind": "launches", "ci": None}, 0.5)
+
+
+def test_open_loop_lateness_on_the_model_clock_is_measured_per_launch():
+    from framework.runner import sim_open_loop_lateness
+
+    def row(launch: str, scheduled: float, arrived: float) -> dict:
+        return {"kind": "request", "ok": True, "clock": "sim_model", "launch_id": launch, "scheduled_s": scheduled,
+                "model_start_s": arrived, "e2e_s": 1.0}
+
+    rows = [row("a", 0.0, 5.0), row("a", 1.0, 6.0), row("a", 2.0, 7.5), row("b", 0.0, 0.0), row("b", 1.0, 1.1)]
+    late = sim_open_loop_lateness(rows)
+    assert late["max_s"] == pytest.approx(0.5) and late["median_s"] == pytest.approx(0.0)
+    assert sim_open_loop_lateness([{**rows[0], "clock": "wall"}]) is None
