@@ -55,8 +55,19 @@ def _workdir_with_model(workdir: Path, model: Path) -> None:
     (workdir / "exp" / "tiny_llama_cpu.yaml").write_text(EXPERIMENT)
 
 
+def _refuses_huge_allocations() -> bool:
+    """Linux's heuristic overcommit (mode 0) refuses a 400 GB allocation on a machine with less memory."""
+    import psutil
+
+    try:
+        mode = Path("/proc/sys/vm/overcommit_memory").read_text().strip()
+    except OSError:
+        return False
+    return mode == "0" and psutil.virtual_memory().total + psutil.swap_memory().total < 300 * 2**30
+
+
 def test_each_failure_class_comes_from_a_real_llama_cpp_process(workdir, tiny_model):
-    """Bad flag, bad value, missing model, corrupt model and port in use, each from a real launch."""
+    """Bad flag, bad value, missing model, corrupt model, port in use and host out of memory, from real launches."""
     _workdir_with_model(workdir, tiny_model)
     data = (workdir / "models" / "tiny-llama.gguf").read_bytes()
     (workdir / "models" / "truncated.gguf").write_bytes(data[:100_000])  # tensors cut off
@@ -71,6 +82,9 @@ def test_each_failure_class_comes_from_a_real_llama_cpp_process(workdir, tiny_mo
         "model_corrupt": "[--model, models/truncated.gguf]",
         "port_in_use": f'[--port, "{port}"]',  # argparse keeps the last --port
     }
+    if _refuses_huge_allocations():  # a 400 GB KV cache: refused at once, never touched
+        faults["out_of_memory"] = '[--n_ctx, "100000000"]'
+
     levels = "\n".join(f"      {k}: {{server_args: {v}}}" for k, v in faults.items())
     predictions = "\n".join(f"  - {{id: {k}, kind: launches, where: {{fault: {k}}}, expect: fails, failure_class: {k}}}"
                             for k in faults)
@@ -98,6 +112,8 @@ def test_each_failure_class_comes_from_a_real_llama_cpp_process(workdir, tiny_mo
     assert "Model path does not exist" in failures["model_not_found"][0]
     assert "not within the file bounds" in failures["model_corrupt"][0]
     assert "address already in use" in failures["port_in_use"][0] and "code 3" in failures["port_in_use"][0]
+    if "out_of_memory" in faults:
+        assert "failed to allocate" in failures["out_of_memory"][0]
     # the verdict table names the class and the line
     assert "fault=port_in_use failed: port_in_use:" in " ".join(out.stdout.split())
     # the environment names the server and the model it was given
