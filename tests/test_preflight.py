@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("raw,field,fragment", [
     ({"name": "sim", "speedup": 0}, "backend.speedup", "greater than 0 (got 0)"),
     ({"name": "sim", "ready_timeout_s": "soon"}, "backend.ready_timeout_s", "valid number"),
-    ({"name": "gpu"}, "backend.name", "'sim'"),
+    ({"name": "tpu"}, "backend.name", "'sim'"),
     ({"name": "sim", "colour": 1}, "backend.colour", "unknown field"),
     ({"name": "sim", "env": {"A=B": "1"}}, "backend.env", "without '='"),
     ({"name": "sim", "env": {"A": "x\0y"}}, "backend.env", "NUL"),
