@@ -12,6 +12,7 @@ import argparse
 import faulthandler
 import os
 import socket
+import sys
 import time
 
 from framework.gpuserver.comm import no_multicast_env
@@ -58,9 +59,14 @@ def run_rank(rank: int, opts: argparse.Namespace, init: str) -> None:
     if rank == 0:
         torch.save({"logits": logits.float().cpu(), "firsts": firsts, "steps": steps, "impl": group.impl},
                    opts.out)
-    comm.shutdown()
-    phase("done")
     faulthandler.cancel_dump_traceback_later()
+    phase("done")
+    if group.impl in ("nccl", "symm_mem_one_shot"):
+        # destroy_process_group hung after graph-captured NCCL work on the H200 machines (2026-11-30):
+        # the results are saved, so leave without tearing the group down
+        sys.stdout.flush()
+        os._exit(0)
+    comm.shutdown()
 
 
 def main() -> None:
