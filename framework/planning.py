@@ -232,12 +232,14 @@ def plan_from_rows(h: Hypothesis, rows: Iterable[dict[str, Any]], *, power: floa
 
     The between-launch sd is the pooled one (over conditions), the within-launch sd is per condition
     (EAGLE conditions are noisier per request); costs default to the mean start-up time of ok launches
-    and the mean end-to-end time of each condition's requests.
+    and, per condition, the span of a launch's workload (first send to last end, model seconds: what a
+    concurrent launch takes), or the mean end-to-end time per request where rows carry no send times.
     """
     from framework.analysis import analyze
     from framework.metrics import is_launch_metric
 
-    a = analyze(h, list(rows), alpha=alpha, method="welch")
+    rows_list = list(rows)
+    a = analyze(h, rows_list, alpha=alpha, method="welch")
     pooled = a.details["variance"]["pooled"]
     sd_launch = math.sqrt(pooled["var_between"] or 0.0)
     sd_req: dict[int, float] = {}
@@ -253,7 +255,14 @@ def plan_from_rows(h: Hypothesis, rows: Iterable[dict[str, Any]], *, power: floa
         sd_launch = launch_metric_sd(a)
         sd_req = {c.index: 0.0 for c in a.conditions}
     lc = launch_cost_s if launch_cost_s is not None else (a.details["variance"]["launch_cost_s"] or 0.0)
-    rc = request_cost_s if request_cost_s is not None else (a.details["variance"]["request_cost_s"] or 0.0)
+    rc: float | dict[int, float] = (request_cost_s if request_cost_s is not None
+                                    else (a.details["variance"]["request_cost_s"] or 0.0))
+    if request_cost_s is None:
+        # concurrent requests overlap: a launch costs its workload's span, not the sum of its requests
+        spans = workload_spans(rows_list)
+        n = (h.design.requests if requests is None else requests) + (h.design.warmup if warmup is None else warmup)
+        if spans and n > 0:
+            rc = {c.index: spans[c.index] / n if c.index in spans else rc for c in a.conditions}  # type: ignore[misc]
     return plan(h, means=means, sd_launch_log=sd_launch, sd_request_log=sd_req, requests=requests, warmup=warmup,
                 launch_cost_s=lc, request_cost_s=rc, power=power, alpha=alpha)
 
@@ -274,3 +283,25 @@ def launch_metric_sd(a: Any) -> float:
         raise ValueError("the pilot has fewer than 2 launches with a value in every condition: "
                          "a launch metric's noise is between launches, so run at least 2 per condition")
     return math.sqrt(num / df)
+
+
+def workload_spans(rows: list[dict[str, Any]]) -> dict[int, float]:
+    """Per condition: the mean span of a launch's workload, first send to last end (model seconds).
+
+    Concurrent requests overlap, so a closed loop of 32 streams lasts about 1/32 of its requests'
+    summed latencies; the span is what a launch took (warm-up and cool-down included).
+    """
+    spans: dict[str, tuple[float, float]] = {}
+    cond_of: dict[str, int] = {}
+    for r in rows:
+        if r.get("kind") != "request" or r.get("start_s") is None or not r.get("e2e_s"):
+            continue
+        lid = r["launch_id"]
+        cond_of[lid] = r.get("condition", -1)
+        lo, hi = spans.get(lid, (math.inf, -math.inf))
+        spans[lid] = (min(lo, r["start_s"]), max(hi, r["start_s"] + r["e2e_s"]))
+    per: dict[int, list[float]] = {}
+    for lid, (lo, hi) in spans.items():
+        if hi > lo:
+            per.setdefault(cond_of[lid], []).append(hi - lo)
+    return {c: sum(v) / len(v) for c, v in per.items() if v}

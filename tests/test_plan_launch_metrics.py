@@ -73,3 +73,14 @@ def test_client_health_flags_a_late_client():
     rows = [{"kind": "workload", "launch_id": "a", "client": late}, {"kind": "workload", "launch_id": "b",
                                                                       "client": ok}]
     assert client_bottlenecks(rows) == ["a"]
+
+
+def test_a_concurrent_launch_costs_its_span_not_its_summed_latencies():
+    rows = []
+    for c, streams in ((0, 1), (1, 32)):
+        rows.append({"kind": "launch", "launch_id": f"l{c}", "condition": c, "ok": True})
+        for i in range(64):  # 64 requests of 2 s each, `streams` at a time
+            rows.append({"kind": "request", "launch_id": f"l{c}", "condition": c, "start_s": (i // streams) * 2.0,
+                         "e2e_s": 2.0})
+    spans = planning.workload_spans(rows)
+    assert spans[0] == pytest.approx(128.0) and spans[1] == pytest.approx(4.0)
