@@ -229,6 +229,14 @@ def _fmt(p: float, se: float) -> str:
     return f"{p:.3f}±{se:.3f}"
 
 
+def print_checks(checks: list[tuple[str, bool, str]], t0: float) -> None:
+    """The closing acceptance listing every calibration benchmark prints."""
+    print("\nacceptance checks:")
+    for name, ok, detail in checks:
+        print(f"  {'PASS' if ok else 'FAIL'}  {name}  {detail}")
+    print(f"\n{sum(ok for _, ok, _ in checks)}/{len(checks)} checks pass; {time.time() - t0:.0f} s")
+
+
 def _seed_plan() -> int:
     """The fixed n a user gets from `plan` for the seed's effects (power 0.9, slow launches included)."""
     from framework.planning import launches_for_hypothesis, plan
@@ -368,10 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                 rate = fs if err == "supported" else fr
                 checks.append((f"[{method}] {sc.name}: P({err}) fixed", rate[0] <= ALPHA + 2 * se,
                                f"{rate[0]:.4f} <= {ALPHA} + 2*{se:.4f}"))
-    print("\nacceptance checks:")
-    for name, ok, detail in checks:
-        print(f"  {'PASS' if ok else 'FAIL'}  {name}  {detail}")
-    print(f"\n{sum(ok for _, ok, _ in checks)}/{len(checks)} checks pass; {time.time() - t0:.0f} s")
+    print_checks(checks, t0)
     return 0
 
 

@@ -166,10 +166,7 @@ def main(argv: list[str] | None = None) -> int:
               f"P(any prediction refuted at alpha) = {cal._fmt(*anyp)} (the former hypothesis rule)")
         checks.append(("hypothesis-level refutation, two true predictions at threshold: P(refuted)",
                        hyp[0] <= ALPHA + 2 * se_ref, f"{hyp[0]:.4f} <= {ALPHA} + 2*{se_ref:.4f}"))
-    print("\nacceptance checks:")
-    for name, ok, detail in checks:
-        print(f"  {'PASS' if ok else 'FAIL'}  {name}  {detail}")
-    print(f"\n{sum(ok for _, ok, _ in checks)}/{len(checks)} checks pass; {time.time() - t0:.0f} s")
+    cal.print_checks(checks, t0)
     return 0
 
 
