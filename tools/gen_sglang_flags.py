@@ -30,6 +30,20 @@ class Unresolved(Exception):
     """An expression the static reader cannot evaluate (kept as source text)."""
 
 
+def _set_evaluated(entry: dict[str, Any], kw: dict[str, ast.AST], key: str, env: dict[str, Any],
+                   fields: dict[str, Any], absent: Any) -> None:
+    """``entry[key]``: the keyword's value, ``absent`` when not given, or None plus the source text under
+    ``<key>_dynamic`` when it is only known at run time."""
+    if key not in kw:
+        entry[key] = absent
+        return
+    try:
+        entry[key] = _eval(kw[key], env, fields)
+    except Unresolved:
+        entry[key] = None
+        entry[f"{key}_dynamic"] = ast.unparse(kw[key])
+
+
 def _eval(node: ast.AST, env: dict[str, Any], fields: dict[str, Any]) -> Any:
     """Evaluate literals, module constants, ``ServerArgs.x``, list/set/tuple displays, ``+``, ``*x``."""
     if isinstance(node, ast.Constant):
@@ -130,23 +144,9 @@ def _flags(func: ast.FunctionDef, env: dict[str, Any], fields: dict[str, Any]) -
             entry["type"] = t
         else:
             entry["type"] = None
-        if "nargs" in kw:
-            try:
-                entry["nargs"] = _eval(kw["nargs"], env, fields)
-            except Unresolved:
-                entry["nargs"] = None
-                entry["nargs_dynamic"] = ast.unparse(kw["nargs"])
-        else:
-            entry["nargs"] = None
-        if "default" in kw:
-            try:
-                entry["default"] = _eval(kw["default"], env, fields)
-            except Unresolved:
-                entry["default"] = None
-                entry["default_dynamic"] = ast.unparse(kw["default"])
-        else:
-            entry["default"] = False if entry["action"] == "store_true" else (
-                True if entry["action"] == "store_false" else None)
+        _set_evaluated(entry, kw, "nargs", env, fields, None)
+        _set_evaluated(entry, kw, "default", env, fields, False if entry["action"] == "store_true" else (
+            True if entry["action"] == "store_false" else None))
         if "choices" in kw:
             try:
                 choices = _eval(kw["choices"], local, fields)
