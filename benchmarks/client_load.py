@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from framework.execution.client import run_workload
+from framework.execution.client import request_body, run_workload
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
 from framework.workload import Workload, make_plan
 
@@ -41,18 +41,25 @@ PROMPT, OUTPUT = 64, 64
 # --------------------------------------------------------------------------- reference clients
 
 
-def _parse_generate(data: bytes, seen: int) -> tuple[int, dict]:
+def _new_stream() -> dict[str, Any]:
+    return {"times": [], "tokens": [], "rid": None, "seen": 0}
+
+
+def _record(stream: dict[str, Any], now: float, data: bytes) -> None:
+    """One /generate event into `stream`: its time and new tokens (`completion_tokens` is cumulative)."""
     meta = json.loads(data).get("meta_info") or {}
-    return int(meta.get("completion_tokens", seen)), meta
+    count = int(meta.get("completion_tokens", stream["seen"]))
+    stream["rid"] = meta.get("id", stream["rid"])
+    stream["times"].append(now)
+    stream["tokens"].append(count - stream["seen"])
+    stream["seen"] = count
 
 
 async def _bench_serving_request(url: str, body: dict, t_origin: float) -> dict:
     """bench_serving's sglang request function, reduced: a new session per request, a line per event."""
     import aiohttp
 
-    times: list[float] = []
-    tokens: list[int] = []
-    seen, rid = 0, None
+    stream = _new_stream()
     timeout = aiohttp.ClientTimeout(total=6 * 60 * 60)
     async with aiohttp.ClientSession(timeout=timeout) as session:
         st, st_abs = time.perf_counter(), time.time()
@@ -65,12 +72,9 @@ async def _bench_serving_request(url: str, body: dict, t_origin: float) -> dict:
                 data = chunk_bytes.removeprefix(b"data:").strip()
                 if data == b"[DONE]":
                     continue
-                count, meta = _parse_generate(data, seen)
-                rid = meta.get("id", rid)
-                times.append(now)
-                tokens.append(count - seen)
-                seen = count
-    return {"times": times, "tokens": tokens, "rid": rid, "start": st - t_origin, "start_abs": st_abs}
+                _record(stream, now, data)
+    return {"times": stream["times"], "tokens": stream["tokens"], "rid": stream["rid"], "start": st - t_origin,
+            "start_abs": st_abs}
 
 
 def reference_client(url: str, bodies: list[dict], concurrency: int | None, send_at: list[float] | None,
@@ -115,7 +119,7 @@ def thread_client(url: str, bodies: list[dict], concurrency: int) -> list[dict]:
                 if item is None:
                     return
                 index, body = item
-                times, tokens, seen, rid, buf = [], [], 0, None, b""
+                stream, buf = _new_stream(), b""
                 t0 = time.perf_counter()
                 with s.post(url + "/generate", json=body, stream=True, timeout=(10, 600)) as resp:
                     for piece in resp.iter_content(chunk_size=None):
@@ -126,13 +130,10 @@ def thread_client(url: str, bodies: list[dict], concurrency: int) -> list[dict]:
                             data = event.strip().removeprefix(b"data:").strip()
                             if not data or data == b"[DONE]":
                                 continue
-                            count, meta = _parse_generate(data, seen)
-                            rid = meta.get("id", rid)
-                            times.append(now)
-                            tokens.append(count - seen)
-                            seen = count
+                            _record(stream, now, data)
                 with lock:
-                    out.append({"times": times, "tokens": tokens, "rid": rid, "index": index})
+                    out.append({"times": stream["times"], "tokens": stream["tokens"], "rid": stream["rid"],
+                                "index": index})
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
     for t in threads:
@@ -198,9 +199,7 @@ def measure(client: str, *, concurrency: int | None, rate: float | None, request
     else:
         workload = Workload(prompt_tokens=PROMPT, output_tokens=OUTPUT, request_rate=rate)
     plan = make_plan(workload, requests_n=requests_n, warmup=0 if rate else (concurrency or 1), seed=7)
-    bodies = [{"input_ids": r.prompt, "stream": True,
-               "sampling_params": {"max_new_tokens": r.output_tokens, "temperature": 0.0, "ignore_eos": True}}
-              for r in plan.requests]
+    bodies = [request_body("generate", r.prompt, r.output_tokens, workload) for r in plan.requests]
     lateness: list[float] = []
     t = time.perf_counter()
     with ServerProcess(ServerSpec(argv, "127.0.0.1", port, workdir / f"sim-{port}.log", ready_timeout_s=60)) as srv:
