@@ -138,12 +138,11 @@ def classify(
     bad flag even when no pattern knows the wording; a negative code is the signal that ended it.
     """
     found = match_line(log_lines, patterns)
+    evidence = found[1] if found else (_last_errorish(log_lines) or "no log output")
     if timed_out:
-        return Failure("ready_timeout", found[1] if found else (_last_errorish(log_lines) or "no log output"), None,
-                       summary)
+        return Failure("ready_timeout", evidence, None, summary)
     if after_ready:
-        return Failure("crash_after_ready", found[1] if found else (_last_errorish(log_lines) or "no log output"),
-                       exit_code, summary)
+        return Failure("crash_after_ready", evidence, exit_code, summary)
     if found:
         return Failure(found[0], found[1], exit_code, summary)  # type: ignore[arg-type]
     if exit_code == 2:
@@ -157,4 +156,4 @@ def classify(
             name = f"signal {-exit_code}"
         hint = "; the kernel's out-of-memory killer sends SIGKILL" if -exit_code == signal.SIGKILL else ""
         return Failure("killed", f"ended by {name}{hint}", exit_code, summary)
-    return Failure("exited", _last_errorish(log_lines) or "no log output", exit_code, summary)
+    return Failure("exited", evidence, exit_code, summary)
