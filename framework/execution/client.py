@@ -373,9 +373,8 @@ class _LoopLag:
 def _quantiles(values: list[float]) -> dict[str, float | None]:
     if not values:
         return {"n": 0, "p50": None, "p90": None, "p99": None, "max": None}
-    v = np.asarray(values, float)
-    return {"n": len(values), "p50": float(np.percentile(v, 50)), "p90": float(np.percentile(v, 90)),
-            "p99": float(np.percentile(v, 99)), "max": float(v.max())}
+    p50, p90, p99 = np.percentile(values, [50, 90, 99])
+    return {"n": len(values), "p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(np.max(values))}
 
 
 CLIENT_LATE_WARN_S = 0.001  # median open-loop send lateness above this: the client could not keep the schedule
