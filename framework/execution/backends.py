@@ -268,10 +268,10 @@ def server_spec(
     """What to run for one launch of `cond` (not used by backends that start nothing)."""
     check(backend, exp)
     row = backend.table
+    probe = probe_values(backend)
     values = {
-        "python": design.python_for(h, cond, backend.python or sys.executable),
-        "module": backend.module or row.module or "",
-        "binary": backend.binary or row.binary or "",
+        **probe,
+        "python": design.python_for(h, cond, probe["python"]),
         "model": exp.model_path,
         "tp": str(exp.tp_size),
         "host": backend.host,
