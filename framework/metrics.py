@@ -53,10 +53,7 @@ def all_metric_names() -> list[str]:
 
 def check_metric(name: str) -> str | None:
     """None if `name` is a metric, else what is allowed."""
-    if name in REQUEST_METRICS or name in LAUNCH_METRICS:
-        return None
-    base, _, stat = name.partition(".")
-    if stat and (base in REQUEST_METRICS or base == "itl_s") and stat in STATS:
+    if name in all_metric_names():
         return None
     return (f"unknown metric {name!r}; allowed: {sorted(REQUEST_METRICS)}, {sorted(LAUNCH_METRICS)}, "
             f"or <metric>.<stat> with metric in {sorted([*REQUEST_METRICS, 'itl_s'])} and stat in {list(STATS)}")
