@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -58,3 +59,14 @@ def no_servers_left(workdir: Path, within: float = 30.0) -> bool:
 
 def ledger_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def stop_group(proc: subprocess.Popen, grace: float) -> None:
+    """Stop a server a test started in its own process group: SIGTERM, then SIGKILL after `grace` seconds."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +17,8 @@ from pathlib import Path
 
 import pytest
 import requests
+
+from cli_helpers import stop_group
 
 pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")
 openai = pytest.importorskip("openai")
@@ -57,21 +58,11 @@ def start(tmp: Path, *args: str) -> tuple[subprocess.Popen, str, Path]:
     raise TimeoutError(log.read_text())
 
 
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     proc, url, log = start(tmp_path_factory.mktemp("gpu"), "--enable-metrics", *SPEC)
     yield url, log
-    stop(proc)
+    stop_group(proc, grace=15)
 
 
 def test_stream_generate_info_and_metrics(server):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import requests
+
+from cli_helpers import stop_group
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,13 +61,7 @@ def wait_ready(proc: subprocess.Popen, url: str, timeout: float = 30.0) -> list[
 
 
 def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    stop_group(proc, grace=10)
 
 
 @pytest.fixture
