@@ -125,6 +125,11 @@ def _bad_request(message: str) -> JSONResponse:
         "object": "error", "message": message, "type": "Bad Request", "param": None, "code": 400})
 
 
+def _starting() -> JSONResponse:
+    """What a request gets before the server is ready (real SGLang does not answer before it has loaded)."""
+    return JSONResponse(status_code=503, content={"error": {"message": "server is starting"}})
+
+
 def _generate_error(message: str) -> JSONResponse:
     """SGLang's ``_create_error_response`` for /generate: ``{"error": {"message": ...}}``, 400."""
     return JSONResponse(status_code=400, content={"error": {"message": message}})
@@ -477,17 +482,14 @@ def create_app(state: ServerState) -> Starlette:
         return {"id": state.model_name, "object": "model", "created": state.created, "owned_by": "sglang",
                 "root": state.model_name, "parent": None, "max_model_len": context_length(state)}
 
-    def starting() -> Response:
-        return JSONResponse(status_code=503, content={"error": {"message": "server is starting"}})
-
     async def models(_: Request) -> Response:
-        if not state.ready:  # real SGLang does not answer before it has loaded
-            return starting()
+        if not state.ready:
+            return _starting()
         return JSONResponse({"object": "list", "data": [model_card()]})
 
     async def model_by_id(request: Request) -> Response:
         if not state.ready:
-            return starting()
+            return _starting()
         name = request.path_params["model"]
         if name != state.model_name:
             return JSONResponse(status_code=404, content={"error": {
@@ -497,7 +499,7 @@ def create_app(state: ServerState) -> Starlette:
 
     async def get_load(_: Request) -> Response:
         if not state.ready:
-            return starting()
+            return _starting()
         running, waiting = state.engine.num_running, state.engine.num_waiting
         return JSONResponse([{"dp_rank": 0, "num_reqs": running + waiting, "num_waiting_reqs": waiting,
                               "num_tokens": 0, "ts_tic": time.time()}])
@@ -548,7 +550,7 @@ def create_app(state: ServerState) -> Starlette:
         except ValueError as exc:
             return _generate_error(str(exc))
         if not state.ready:
-            return JSONResponse(status_code=503, content={"error": {"message": "server is starting"}})
+            return _starting()
         problem = next((p for p in (check_length(state, it[1], it[2]) for it in items) if p), None)
         if problem is not None:  # SGLang: a stream gets the error as an event (status 200), else 400
             if obj.stream:
@@ -701,7 +703,7 @@ def _openai_finish(chunk: Chunk) -> tuple[str | None, str | None]:
 async def _openai(state: ServerState, request: Request, obj: CompletionRequest | ChatCompletionRequest,
                   prompt: Any, n_prompt: int, max_new: int, *, chat: bool) -> Response:
     if not state.ready:
-        return JSONResponse(status_code=503, content={"error": {"message": "server is starting"}})
+        return _starting()
     problem = check_length(state, n_prompt, max_new)
     if problem is not None:
         return _bad_request(problem)
