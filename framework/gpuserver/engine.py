@@ -28,8 +28,7 @@ import numpy as np
 import torch
 
 from framework.gpuserver.executor import Executor
-from framework.sim import model as text_model
-from framework.sim.engine import Chunk, SimRequest
+from framework.sim.engine import Chunk, SimRequest, append_token
 
 log = logging.getLogger("framework.gpuserver")
 
@@ -261,15 +260,8 @@ class GpuEngine:
         finish: dict[str, Any] | None = None
         n = 0
         for tid in tokens[: r.max_new_tokens - len(r.output_ids)]:
-            r.output_ids.append(tid)
-            r.text += text_model.token_text(tid)
             n += 1
-            for s in r.stop:
-                pos = r.text.find(s)
-                if s and pos >= 0:
-                    r.text = r.text[:pos]
-                    finish = {"type": "stop", "matched": s}
-                    break
+            finish = append_token(r, tid)
             if finish:
                 break
         if finish is None and len(r.output_ids) >= r.max_new_tokens:

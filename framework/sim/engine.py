@@ -338,18 +338,26 @@ class Engine:
 
     @staticmethod
     def _extend(r: SimRequest, n: int) -> dict | None:
-        """Append ``n`` pseudo-word tokens; stop at the first stop string (SGLang trims it).
-
-        Only the text a stop string could newly end in is searched (the earlier text held none),
-        so a long output costs linear, not quadratic, time on the engine thread."""
+        """Append ``n`` pseudo-word tokens; stop at the first stop string."""
         for _ in range(n):
-            tid = model.token_id(r.seed, len(r.output_ids))
-            r.output_ids.append(tid)
-            before = len(r.text)
-            r.text += model.token_text(tid)
-            for s in r.stop:
-                pos = r.text.find(s, max(0, before - len(s) + 1))
-                if s and pos >= 0:
-                    r.text = r.text[:pos]
-                    return {"type": "stop", "matched": s}
+            finish = append_token(r, model.token_id(r.seed, len(r.output_ids)))
+            if finish is not None:
+                return finish
         return None
+
+
+def append_token(r: SimRequest, tid: int) -> dict | None:
+    """Append one token to ``r``'s output; at the first stop string it completes, trim the text there
+    (as SGLang does) and return the finish reason.
+
+    Only the text a stop string could newly end in is searched (the earlier text held none),
+    so a long output costs linear, not quadratic, time on the engine thread."""
+    r.output_ids.append(tid)
+    before = len(r.text)
+    r.text += model.token_text(tid)
+    for s in r.stop:
+        pos = r.text.find(s, max(0, before - len(s) + 1))
+        if s and pos >= 0:
+            r.text = r.text[:pos]
+            return {"type": "stop", "matched": s}
+    return None
