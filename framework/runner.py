@@ -46,7 +46,7 @@ from framework.records.models import (
     ConditionRecord, HypothesisRef, LaunchCounts, PredictionRecord, TrialsRef, VerdictRecord,
 )
 from framework.records.ledger import sha256_file
-from framework.records.trials import LaunchEndRow, LaunchRow, RequestRow, WorkloadRow, read_trials
+from framework.records.trials import LaunchEndRow, LaunchRow, RequestRow, WorkloadRow, read_json_object, read_trials
 from framework.spec import Design, Experiment, Hypothesis, SpecError, load_experiment, load_hypothesis
 
 class ConfigError(SpecError):
@@ -853,13 +853,8 @@ def _reuse(ctx: RunContext, writer: TrialsWriter) -> tuple[set[str], dict[str, i
 
 def _previous_verdict(ctx: RunContext) -> dict[str, Any] | None:
     """The verdict record of the run being resumed, if it already had one."""
-    if ctx.resume is None or not (ctx.resume / "verdict.json").is_file():
-        return None
-    try:
-        rec = json.loads((ctx.resume / "verdict.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return rec if isinstance(rec, dict) and rec.get("kind") == "verdict" else None
+    rec = read_json_object(ctx.resume / "verdict.json") if ctx.resume is not None else None
+    return rec if rec is not None and rec.get("kind") == "verdict" else None
 
 
 def _previous_launches(previous: dict[str, Any] | None) -> int | None:
