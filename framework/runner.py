@@ -46,8 +46,12 @@ from framework.records.models import (
     ConditionRecord, HypothesisRef, LaunchCounts, PredictionRecord, TrialsRef, VerdictRecord,
 )
 from framework.records.ledger import sha256_file
-from framework.records.trials import LaunchEndRow, LaunchRow, RequestRow, WorkloadRow, read_json_object, read_trials
+from framework.records.trials import (
+    LaunchEndRow, LaunchRow, RequestRow, WorkloadRow, client_bottlenecks, late_client_reason, read_json_object,
+    read_trials, release_summary, workload_records,
+)
 from framework.spec import Design, Experiment, Hypothesis, SpecError, load_experiment, load_hypothesis
+
 
 class ConfigError(SpecError):
     """A bad command-line or config value (reported like a spec error: file/field/what is allowed)."""
@@ -609,16 +613,6 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
     )
 
 
-def workload_records(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per launch, the workload as resolved (seed, schedule hash, dataset sha256 and rows) and the client's health."""
-    out: dict[str, Any] = {}
-    for r in rows:
-        if r.get("kind") == "workload":
-            keep = {k: v for k, v in r.items() if k not in ("kind", "launch_id", "levels")}
-            out[r["launch_id"]] = keep
-    return out
-
-
 def requests_per_launch(ctx: RunContext) -> int:
     """Requests a launch may send (warm-up, measured, a closed loop's cool-down), the most of any condition."""
     from framework.workload import total_requests
@@ -629,18 +623,6 @@ def requests_per_launch(ctx: RunContext) -> int:
         cooldown = w.concurrency - 1 if not w.open_loop else 0
         counts.append(sum(total_requests(w, ctx.design.requests, ctx.design.warmup)) + cooldown)
     return max(counts, default=ctx.design.requests + ctx.design.warmup)
-
-
-def client_bottlenecks(rows: list[dict[str, Any]]) -> list[str]:
-    """Launches whose client reported that it could not keep up (framework.execution.client.client_health)."""
-    return [r["launch_id"] for r in rows if r.get("kind") == "workload" and (r.get("client") or {}).get("bottleneck")]
-
-
-def late_client_reason(rows: list[dict[str, Any]]) -> str:
-    for r in rows:
-        if r.get("kind") == "workload" and (r.get("client") or {}).get("bottleneck"):
-            return "; ".join(r["client"].get("reasons") or [])
-    return ""
 
 
 SIM_LAG_WARN = 0.01
@@ -862,18 +844,6 @@ def _previous_launches(previous: dict[str, Any] | None) -> int | None:
     counts = [int((c.get("launches") or {}).get("ok", 0)) + int((c.get("launches") or {}).get("failed", 0))
               for c in (previous or {}).get("conditions") or []]
     return max(counts) if counts else None
-
-
-def release_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """How long launches waited for the previous server's group, port and GPU memory to be released."""
-    waits = [r["release"] for r in rows if r.get("kind") in ("launch", "launch_end") and r.get("release")]
-    if not waits:
-        return {"launches": 0}
-    times = [w["waited_s"] for w in waits]
-    held = [w for w in waits if not (w["group_gone"] and w["port_free"] and w["gpu_released"] is not False)]
-    return {"launches": len(waits), "total_waited_s": round(sum(times), 3), "max_waited_s": round(max(times), 3),
-            "median_waited_s": round(statistics.median(times), 4), "not_released_in_time": len(held),
-            "gpu_checked": any(w["gpu_released"] is not None for w in waits)}
 
 
 def _launches_per_condition(rows: list[dict[str, Any]]) -> dict[str, int]:

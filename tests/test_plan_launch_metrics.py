@@ -12,7 +12,7 @@ import yaml
 from cli_helpers import ROOT, framework
 from framework import planning
 from framework.execution.client import client_health
-from framework.runner import client_bottlenecks
+from framework.records.trials import client_bottlenecks
 from framework.spec import load_hypothesis
 
 H = ROOT / "hypotheses" / "eagle3_under_load.yaml"

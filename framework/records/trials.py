@@ -10,8 +10,9 @@ multiplied wall durations by the scale, and keeps the scale on every row.
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -160,3 +161,41 @@ def read_json_object(path: str | Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+# --------------------------------------------------------------------------- summaries of a run's rows
+
+
+def workload_records(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per launch, the workload as resolved (seed, schedule hash, dataset sha256 and rows) and the client's health."""
+    out: dict[str, Any] = {}
+    for r in rows:
+        if r.get("kind") == "workload":
+            keep = {k: v for k, v in r.items() if k not in ("kind", "launch_id", "levels")}
+            out[r["launch_id"]] = keep
+    return out
+
+
+def client_bottlenecks(rows: list[dict[str, Any]]) -> list[str]:
+    """Launches whose client reported that it could not keep up (framework.execution.client.client_health)."""
+    return [r["launch_id"] for r in rows if r.get("kind") == "workload" and (r.get("client") or {}).get("bottleneck")]
+
+
+def late_client_reason(rows: list[dict[str, Any]]) -> str:
+    """Why the first client that could not keep up says it could not (empty when none)."""
+    for r in rows:
+        if r.get("kind") == "workload" and (r.get("client") or {}).get("bottleneck"):
+            return "; ".join(r["client"].get("reasons") or [])
+    return ""
+
+
+def release_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How long launches waited for the previous server's group, port and GPU memory to be released."""
+    waits = [r["release"] for r in rows if r.get("kind") in ("launch", "launch_end") and r.get("release")]
+    if not waits:
+        return {"launches": 0}
+    times = [w["waited_s"] for w in waits]
+    held = [w for w in waits if not (w["group_gone"] and w["port_free"] and w["gpu_released"] is not False)]
+    return {"launches": len(waits), "total_waited_s": round(sum(times), 3), "max_waited_s": round(max(times), 3),
+            "median_waited_s": round(statistics.median(times), 4), "not_released_in_time": len(held),
+            "gpu_checked": any(w["gpu_released"] is not None for w in waits)}
