@@ -367,7 +367,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
         resolved = client.run_workload(
             base_url, workload, requests_n=d.requests, warmup=d.warmup, seed=planned.seed,
             time_scale=time_scale_of(ctx.backend, info), api_key=ctx.backend.api_key, on_row=on_row,
-            protocol=protocol_of(ctx.backend), base_dir=ctx.hypothesis_path.parent,
+            protocol=ctx.backend.effective_protocol, base_dir=ctx.hypothesis_path.parent,
         )
         writer.write(WorkloadRow(**common, **resolved).model_dump(mode="json"))
         health = resolved.get("client") or {}
@@ -645,18 +645,18 @@ def sim_open_loop_lateness(rows: list[dict[str, Any]]) -> dict[str, float] | Non
     """How late open-loop requests reached the sim's model clock against their schedule (model seconds,
     per launch relative to its earliest request, so the clocks' origins cancel), and relative to the
     median request's e2e. None without open-loop rows on the model clock."""
-    by_launch: dict[str, list[tuple[float, float, float]]] = {}
+    by_launch: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
         if (r.get("kind") == "request" and r.get("ok") and r.get("clock") == "sim_model"
                 and r.get("scheduled_s") is not None and r.get("model_start_s") is not None and r.get("e2e_s")):
             by_launch.setdefault(r["launch_id"], []).append(
-                (float(r["model_start_s"]) - float(r["scheduled_s"]), float(r["e2e_s"]), 0.0))
+                (float(r["model_start_s"]) - float(r["scheduled_s"]), float(r["e2e_s"])))
     lates: list[float] = []
     e2es: list[float] = []
     for items in by_launch.values():
-        base = min(d for d, _, _ in items)
-        lates += [d - base for d, _, _ in items]
-        e2es += [e for _, e, _ in items]
+        base = min(d for d, _ in items)
+        lates += [d - base for d, _ in items]
+        e2es += [e for _, e in items]
     if not lates:
         return None
     med = statistics.median(lates)
@@ -769,14 +769,6 @@ def sim_metric_lags(rows: list[dict[str, Any]], metric: str) -> list[float]:
         if lag is not None and span:
             out.append(max(lag, 0.0) / span)
     return out
-
-
-def protocol_of(backend: BackendSettings) -> str:
-    """The wire protocol the backend speaks (`sglang` or `openai`): the client's default endpoint.
-
-    `backend.protocol` when set, else the backend table's (llamacpp, vllm, command: openai).
-    """
-    return backend.effective_protocol
 
 
 def time_scale_of(backend: BackendSettings, info: dict[str, Any] | None) -> float:
