@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 from framework.records import ledger
 from framework.records.ledger import Problem
-from framework.records.trials import read_trials
+from framework.records.trials import parse_trials
 
 REL_TOL = 1e-9
 ABS_TOL = 1e-300  # only so that exact zeros compare equal
@@ -259,14 +259,17 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
     if path is None:
         out.append(problem("trials", f"trials file {trials.get('path')!r} not found"))
         return out
-    actual = ledger.sha256_file(path)
-    prefix = trials.get("bytes")
-    if actual != trials.get("sha256") and not (isinstance(prefix, int) and _prefix_sha256(path, prefix) == trials.get("sha256")):
-        out.append(problem("trials", f"trials file {trials.get('path')} changed: sha256 recorded "
-                           f"{str(trials.get('sha256'))[:12]}, now {actual[:12]}"))
-        return out  # recomputing from altered data says nothing more
-    # a later resume into the same directory may have appended rows: the verdict stands on the recorded prefix
-    rows = read_trials(path) if actual == trials.get("sha256") else _prefix_rows(path, int(prefix))
+    data = path.read_bytes()  # read once: hashed whole, hashed as the recorded prefix, parsed
+    actual, recorded, prefix = hashlib.sha256(data).hexdigest(), trials.get("sha256"), trials.get("bytes")
+    if actual != recorded:
+        # a later resume into the same directory may have appended rows: the verdict stands on the recorded prefix
+        if isinstance(prefix, int) and 0 <= prefix <= len(data) and hashlib.sha256(data[:prefix]).hexdigest() == recorded:
+            data = data[:prefix]
+        else:
+            out.append(problem("trials", f"trials file {trials.get('path')} changed: sha256 recorded "
+                               f"{str(recorded)[:12]}, now {actual[:12]}"))
+            return out  # recomputing from altered data says nothing more
+    rows = parse_trials(data, path)
     from framework.analysis import distinct_rows
 
     try:
@@ -290,29 +293,6 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
         return out
     out += [problem("recompute", d) for d in compare(rec, analysis)]
     return out
-
-
-def _prefix_sha256(path: Path, length: int) -> str | None:
-    import hashlib
-
-    if path.stat().st_size < length:
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        remaining = length
-        while remaining > 0:
-            chunk = f.read(min(1 << 20, remaining))
-            if not chunk:
-                break
-            digest.update(chunk)
-            remaining -= len(chunk)
-    return digest.hexdigest()
-
-
-def _prefix_rows(path: Path, length: int) -> list[dict[str, Any]]:
-    with open(path, "rb") as f:
-        text = f.read(length).decode("utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER) -> AuditReport:

@@ -131,12 +131,17 @@ class TrialsFileError(ValueError):
 def read_trials(path: str | Path) -> list[dict]:
     """The rows of a trials file. A cut last line (a crash mid-write) is dropped; damage elsewhere raises."""
     try:
-        text = Path(path).read_bytes().decode("utf-8", errors="replace")
+        data = Path(path).read_bytes()
     except IsADirectoryError:
         raise TrialsFileError(f"{path} is a directory, not a trials file") from None
     except OSError as exc:
         raise TrialsFileError(f"{path}: cannot read: {exc.strerror}") from None
-    lines = text.splitlines()
+    return parse_trials(data, path)
+
+
+def parse_trials(data: bytes, path: str | Path) -> list[dict]:
+    """The rows of a trials file's bytes (`path` names it in errors): for a caller that already holds them."""
+    lines = data.decode("utf-8", errors="replace").splitlines()
     last = max((n for n, line in enumerate(lines, start=1) if line.strip()), default=0)
     rows = []
     for number, line in enumerate(lines, start=1):
