@@ -315,10 +315,10 @@ def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER) -> AuditReport:
             report.problems += _check_verdict(rec, n, path, registrations)
             ext = (rec.get("analysis") or {}).get("extension")
             if ext:
+                bound = ext.get("error_bound")
+                shown = f"{bound:.3f}" if isinstance(bound, float) else bound or "unknown"
                 row.note = ("extension (anytime-valid)" if ext.get("registered") else
-                            f"UNREGISTERED EXTENSION: error up to {ext.get('error_bound') or 'unknown'}"
-                            if not isinstance(ext.get("error_bound"), float) else
-                            f"UNREGISTERED EXTENSION: error up to {ext['error_bound']:.3f}")
+                            f"UNREGISTERED EXTENSION: error up to {shown}")
         report.records.append(row)
     by_line: dict[int, int] = {}
     for p in report.problems:
