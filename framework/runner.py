@@ -553,7 +553,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
                  previous: dict[str, Any] | None = None) -> VerdictRecord:
     """The verdict record (design notes, section 4): everything the verdict depends on, or its hash."""
     from framework.records import environment
-    from framework.stats.extension import extension
+    from framework.stats.extension import extension, launches_of
 
     h, d, analysis = ctx.hypothesis, ctx.design, measured.analysis
     conds = design_mod.conditions(h)
@@ -598,7 +598,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
                          "launches_per_condition": _launches_per_condition(writer.rows)},
             "resumed_from": str(ctx.resume) if ctx.resume else None,
             "extension": extension(previous, d.model_dump(mode="json"), d.analysis, d.alpha,
-                                   _previous_launches(previous)) if previous else None,
+                                   launches_of(previous)) if previous else None,
             "launch_attempts": _attempts_summary(writer.rows),
             "release": release_summary(writer.rows),
             "amended": amended,
@@ -829,13 +829,6 @@ def _previous_verdict(ctx: RunContext) -> dict[str, Any] | None:
     """The verdict record of the run being resumed, if it already had one."""
     rec = read_json_object(ctx.resume / "verdict.json") if ctx.resume is not None else None
     return rec if rec is not None and rec.get("kind") == "verdict" else None
-
-
-def _previous_launches(previous: dict[str, Any] | None) -> int | None:
-    """The most launches per condition an earlier verdict stood on."""
-    counts = [int((c.get("launches") or {}).get("ok", 0)) + int((c.get("launches") or {}).get("failed", 0))
-              for c in (previous or {}).get("conditions") or []]
-    return max(counts) if counts else None
 
 
 def _launches_per_condition(rows: list[dict[str, Any]]) -> dict[str, int]:

@@ -36,6 +36,13 @@ def changed_design(before: dict[str, Any], after: dict[str, Any]) -> dict[str, l
     return {k: [before.get(k), after.get(k)] for k in DESIGN_FIELDS if before.get(k) != after.get(k)}
 
 
+def launches_of(previous: dict[str, Any] | None) -> int | None:
+    """The most launches per condition an earlier verdict stood on."""
+    counts = [int((c.get("launches") or {}).get("ok", 0)) + int((c.get("launches") or {}).get("failed", 0))
+              for c in (previous or {}).get("conditions") or []]
+    return max(counts) if counts else None
+
+
 def extension(previous: dict[str, Any], design: dict[str, Any], method: str, alpha: float,
               previous_launches: int | None) -> dict[str, Any] | None:
     """What the record states when a resume changes the design of a run that already has a verdict.
