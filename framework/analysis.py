@@ -156,10 +156,10 @@ def _superseded(launch_rows: list[dict[str, Any]]) -> set[str]:
             and int(r.get("attempt") or 1) < latest[(r.get("condition"), r["replicate"])]}
 
 
-def _collect(h: Hypothesis, rows: Iterable[dict[str, Any]]) -> dict[int, _Cond]:
+def _collect(h: Hypothesis, distinct: list[dict[str, Any]]) -> dict[int, _Cond]:
+    """Per condition, its launches and values, from rows already made distinct (`distinct_rows`)."""
     data = {c.index: _Cond(c) for c in conditions(h)}
     launch_cond: dict[str, int] = {}
-    distinct, _ = distinct_rows(rows)
     launch_rows = [r for r in distinct if r.get("kind") == "launch" and r.get("condition") in data]
     gone = _superseded(launch_rows)
     for r in launch_rows:
@@ -372,8 +372,8 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
     seed = h.design.seed if seed is None else int(seed)
     conds = conditions(h)
     rows = list(rows)
-    _, dropped = distinct_rows(rows)
-    data = _collect(h, rows)
+    distinct, dropped = distinct_rows(rows)
+    data = _collect(h, distinct)
     empty = evidence.empty_conditions(conds, rows)
 
     # per-condition summaries, variance components and outliers
