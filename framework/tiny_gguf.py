@@ -18,13 +18,14 @@ llama.cpp's real kernels, threads, KV cache and HTTP server at a size two CPU co
 from __future__ import annotations
 
 import argparse
-import hashlib
 import string
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from framework.records.ledger import sha256_file
 
 LAYERS, HIDDEN, HEADS, FFN, VOCAB, CONTEXT = 4, 256, 4, 512, 512, 2048
 SPECIAL = ("<unk>", "<s>", "</s>")
@@ -125,7 +126,7 @@ def write_gguf(model: TinyModel, path: Path) -> str:
     writer.write_tensors_to_file()
     writer.close()
     tmp.replace(path)
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return sha256_file(path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,6 @@ the backend and the server's `/get_server_info` on top (see `with_server`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import re
@@ -17,6 +16,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from framework.records.ledger import sha256_file
 
 # The project's runtime dependencies (pyproject) plus what a real SGLang stack reports.
 PACKAGES = (
@@ -110,11 +111,7 @@ def model_file_info(model_path: str, max_bytes: int = SHA256_MAX_BYTES) -> dict[
         size = path.stat().st_size
         out: dict[str, Any] = {"path": str(path), "bytes": size, "sha256": None}
         if size <= max_bytes:
-            digest = hashlib.sha256()
-            with open(path, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    digest.update(block)
-            out["sha256"] = digest.hexdigest()
+            out["sha256"] = sha256_file(path)
         return out
     if path.is_dir():
         files = [p for p in path.rglob("*") if p.is_file()]
