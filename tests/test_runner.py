@@ -1,10 +1,8 @@
-"""Pure helpers of the run shell: design overrides, resumable launches, sim lag."""
+"""Pure helpers of the run shell: design overrides, resumable launches."""
 
 import pytest
 
-from framework.runner import (
-    ConfigError, completed_launches, effective_design, sim_metric_lags, sim_relative_lag,
-)
+from framework.runner import ConfigError, completed_launches, effective_design
 from framework.spec import Design
 
 
@@ -38,27 +36,3 @@ def test_completed_launches_are_failures_or_fully_measured():
         {"kind": "request", "launch_id": "c", "warmup": False},
     ]
     assert sorted(completed_launches(rows, requests_n=2)) == ["a", "b"]
-
-
-def test_sim_relative_lag_is_the_worst_request():
-    rows = [{"kind": "request", "sim_max_lag_s": 0.001, "e2e_s": 2.0, "time_scale": 20.0},   # 1% of 0.1 s
-            {"kind": "request", "sim_max_lag_s": 0.0005, "e2e_s": 2.0, "time_scale": 20.0},
-            {"kind": "launch"}]
-    assert sim_relative_lag(rows) == pytest.approx(0.01)
-    assert sim_relative_lag([{"kind": "request", "e2e_s": 1.0}]) is None
-
-
-def test_sim_metric_lags_count_only_the_chunks_the_metric_depends_on():
-    # a 100 ms wall stream (2 s model time at speed-up 20) whose middle chunk was 10 ms late
-    row = {"kind": "request", "ok": True, "warmup": False, "time_scale": 20.0, "e2e_s": 2.0,
-           "chunk_times_s": [0.002, 0.05, 0.1], "chunk_tokens": [1, 2, 2],
-           "sim_max_lag_s": 0.010, "sim_first_lag_s": 0.0002, "sim_last_lag_s": 0.0004}
-    assert sim_relative_lag([row]) == pytest.approx(0.1)  # any chunk: 10 ms of 100 ms
-    assert sim_metric_lags([row], "decode_tok_s") == pytest.approx([0.0004 / 0.098])  # the span's ends only
-    assert sim_metric_lags([row], "ttft_s") == pytest.approx([0.0002 / 0.002])
-    assert sim_metric_lags([row], "e2e_s") == pytest.approx([0.0004 / 0.1])
-    assert sim_metric_lags([row], "accept_length") == []
-    assert sim_metric_lags([{**row, "warmup": True}], "decode_tok_s") == []  # warm-ups are not analysed
-    old = {k: v for k, v in row.items() if k not in ("sim_first_lag_s", "sim_last_lag_s")}
-    assert sim_metric_lags([old], "decode_tok_s") == pytest.approx([0.010 / 0.098])  # older rows: the worst chunk
-
