@@ -70,3 +70,17 @@ def stop_group(proc: subprocess.Popen, grace: float) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def starts_hypothesis(name: str, statement: str, experiment: str, launches: int, requests: int) -> str:
+    """A one-condition hypothesis (YAML) whose only prediction is that the server starts and serves."""
+    return f"""\
+name: {name}
+statement: {statement}
+experiment: {experiment}
+factors:
+  rig: {{reference: here, levels: {{here: {{}}}}}}
+predictions:
+  - {{id: serves, kind: launches, where: {{rig: here}}, expect: starts}}
+design: {{launches: {launches}, requests: {requests}, warmup: 0}}
+"""

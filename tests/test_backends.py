@@ -9,19 +9,12 @@ import time
 
 import pytest
 
-from cli_helpers import framework, ledger_records, no_servers_left, own_servers, run_env
+from cli_helpers import framework, ledger_records, no_servers_left, own_servers, run_env, starts_hypothesis
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
 
-SINGLE = """\
-name: endpoint_smoke
-statement: The running server starts and serves.
-experiment: rtx_pro_6000_tp8
-factors:
-  rig: {reference: here, levels: {here: {}}}
-predictions:
-  - {id: serves, kind: launches, where: {rig: here}, expect: starts}
-design: {launches: 2, requests: 2, warmup: 0}
-"""
+SINGLE = starts_hypothesis(
+    "endpoint_smoke", "The running server starts and serves.", "rtx_pro_6000_tp8",
+    launches=2, requests=2)
 
 
 def test_endpoint_backend_measures_a_server_it_did_not_start(workdir):

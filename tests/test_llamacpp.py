@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import framework, ledger_records
+from cli_helpers import framework, ledger_records, starts_hypothesis
 from framework import design
 from framework.execution.backends import BackendSettings, server_spec
 from framework.execution.failures import classify
@@ -188,16 +188,9 @@ def test_the_command_backend_measures_any_openai_server(workdir, tiny_model):
     """`backend=command` with an argv template: llama-cpp-python's server as an arbitrary OpenAI server."""
     _workdir_with_model(workdir, tiny_model)
     (workdir / "hyp").mkdir()
-    (workdir / "hyp" / "one_server.yaml").write_text(textwrap.dedent("""\
-        name: one_server
-        statement: An OpenAI-compatible server started from an argv template starts and serves.
-        experiment: tiny_llama_cpu
-        factors:
-          rig: {reference: here, levels: {here: {}}}
-        predictions:
-          - {id: serves, kind: launches, where: {rig: here}, expect: starts}
-        design: {launches: 1, requests: 2, warmup: 0}
-        """))
+    (workdir / "hyp" / "one_server.yaml").write_text(starts_hypothesis(
+        "one_server", "An OpenAI-compatible server started from an argv template starts and serves.",
+        "tiny_llama_cpu", launches=1, requests=2))
     argv = f'[{sys.executable},-m,llama_cpp.server,--model,"{{model}}",--host,"{{host}}",--port,"{{port}}"]'
     out = framework("run", "hypothesis=one_server", "backend=command", f"backend.argv={argv}",
                     "backend.health_path=/v1/models", f"paths.hypotheses={workdir / 'hyp'}",

@@ -6,7 +6,7 @@ import json
 import stat
 from pathlib import Path
 
-from cli_helpers import framework, ledger_records
+from cli_helpers import framework, ledger_records, starts_hypothesis
 from framework.design import conditions
 from framework.execution.backends import BackendSettings, server_spec
 from framework.redaction import Redactor, is_secret_name, ledger_salt, secret_overrides, secret_values
@@ -16,16 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 KEY = "PLANTED-api-key-7f3a9c"
 TOKEN = "PLANTED-hf-token-c4e1d2"
 
-SINGLE = """\
-name: secret_smoke
-statement: The server starts and serves with an API key.
-experiment: rtx_pro_6000_tp8
-factors:
-  rig: {reference: here, levels: {here: {}}}
-predictions:
-  - {id: serves, kind: launches, where: {rig: here}, expect: starts}
-design: {launches: 2, requests: 1, warmup: 0}
-"""
+SINGLE = starts_hypothesis(
+    "secret_smoke", "The server starts and serves with an API key.", "rtx_pro_6000_tp8",
+    launches=2, requests=1)
 
 
 def test_secret_names():
