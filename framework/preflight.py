@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from framework import design
 from framework.execution.backends import BackendSettings
+from framework.execution.client import resolve_plan
 from framework.redaction import MIN_LENGTH, is_secret_name
 from framework.spec import Experiment, Hypothesis, SpecError, Workload
 
@@ -141,3 +142,10 @@ def check_pair(h: Hypothesis, h_path: str | Path, exp: Experiment) -> None:
     problems = level_problems(h, exp)
     if problems:
         raise SpecError(h_path, *problems[0])
+    for cond in design.conditions(h):  # a dataset must be readable: the run would fail at its first launch
+        w = design.workload_for(h, exp, cond)
+        if w.dataset is not None:
+            try:
+                resolve_plan(w, requests_n=1, warmup=0, seed=0, base_dir=Path(h_path).parent)
+            except ValueError as exc:
+                raise SpecError(h_path, f"workload of {cond.label()}.dataset.path", str(exc)) from None

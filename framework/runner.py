@@ -169,7 +169,6 @@ def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunConte
         raise ConfigError("command line", exc.field, exc.message) from None
     d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
     backend_fits(backend, h)
-    check_workloads(h, h_path, exp)
     coverage = None
     if backend.name == "sim":
         sim_cfg = cfg.get("sim") or {}
@@ -204,23 +203,6 @@ def sim_coverage_or_refuse(h: Hypothesis, h_path: Path, exp: Experiment, *, allo
                         f"the simulator cannot answer this: {first.line()}{more}; run it on backend=sglang, or add "
                         f"{ALLOW_UNMODELLED} to run on the sim anyway with every verdict marked not modelled")
     return {**cov.as_dict(), "override": bool(cov.refused)}
-
-
-def check_workloads(h: Hypothesis, h_path: Path, exp: Experiment) -> None:
-    """Every condition's merged workload is valid and its dataset readable, before any server starts."""
-    for cond in design_mod.conditions(h):
-        try:
-            w = design_mod.workload_for(h, exp, cond)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"])
-            raise SpecError(h_path, f"workload of {cond.label()}" + (f".{where}" if where else ""),
-                            err["msg"].removeprefix("Value error, ")) from None
-        if w.dataset is not None:
-            try:
-                client.resolve_plan(w, requests_n=1, warmup=0, seed=0, base_dir=h_path.parent)
-            except ValueError as exc:
-                raise SpecError(h_path, f"workload of {cond.label()}.dataset.path", str(exc)) from None
 
 
 def _resume_dir(path: Path, run_dir: Path) -> Path:
