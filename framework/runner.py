@@ -275,6 +275,7 @@ def completed_launches(rows: Iterable[dict[str, Any]], requests_n: int) -> dict[
 
 
 CLASSIFY_LINES = 400  # log lines read to classify a failure (a vLLM traceback runs long); the row keeps 20
+CRASH_SETTLE_S = 5.0  # after a lost connection, how long a dying server gets to exit before it counts as alive
 
 
 def server_info(base_url: str, api_key: str | None, paths: tuple[str, ...] = ("/get_server_info", "/server_info")
@@ -336,6 +337,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
             writer.sync()
             progress.launch_failed(cond, failure.message())
             return
+    lost_connection = [False]  # a request lost its connection: the server may be dying right now
     try:
         info = server_info(base_url, ctx.backend.api_key, row.info_paths)
         writer.write(LaunchRow(
@@ -344,6 +346,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
         ).model_dump(mode="json"))
 
         def on_row(index: int, warmup: bool, row: dict[str, Any]) -> None:
+            lost_connection[0] |= row.get("error_class") == "connection"
             writer.write(RequestRow(
                 **common, trial_id=f"{launch_id}-q{index}", index=index, warmup=warmup, **row,
             ).model_dump(mode="json"))
@@ -361,14 +364,17 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
                           + "; ".join(health.get("reasons") or []))
     finally:
         if server is not None:
-            end_launch(ctx, server, common, writer, progress, cond)
+            end_launch(ctx, server, common, writer, progress, cond, lost_connection=lost_connection[0])
         writer.sync()
 
 
 def end_launch(ctx: RunContext, server: ServerProcess, common: dict[str, Any], writer: TrialsWriter,
-               progress: RunProgress, cond: design_mod.Condition) -> None:
-    """Stop a server that started; record whether it had died on its own and how long the machine took to free up."""
-    crashed = server.exited_on_its_own()
+               progress: RunProgress, cond: design_mod.Condition, lost_connection: bool = False) -> None:
+    """Stop a server that started; record whether it had died on its own and how long the machine took to free up.
+
+    After a request lost its connection the server gets `CRASH_SETTLE_S` to finish dying before it counts as alive.
+    """
+    crashed = server.exited_on_its_own(wait_s=CRASH_SETTLE_S if lost_connection else 0.0)
     counters = server_metrics(server.spec.base_url, ctx.backend) if crashed is None else None
     exit_code = server.stop()
     ctx.redactor.scrub_file(server.spec.log_path)

@@ -236,9 +236,20 @@ class ServerProcess:
         self._forget()
         return proc.returncode
 
-    def exited_on_its_own(self) -> int | None:
-        """The exit code if the server died by itself (before `stop`), else None."""
-        return None if self.proc is None else self.proc.poll()
+    def exited_on_its_own(self, wait_s: float = 0.0) -> int | None:
+        """The exit code if the server died by itself (before `stop`), else None.
+
+        `wait_s` > 0 gives a server that may be dying a moment to finish: a process that calls `exit` closes
+        its sockets (the client sees a reset) before its parent can reap it, so a bare `poll` races the crash.
+        """
+        if self.proc is None:
+            return None
+        if wait_s > 0:
+            try:
+                return self.proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                return None
+        return self.proc.poll()
 
     def wait_released(self, timeout_s: float = 60.0) -> "Release":
         """After `stop`: wait until the group is gone, the port is free and the group's GPU memory is released."""

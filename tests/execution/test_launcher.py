@@ -121,3 +121,22 @@ def test_the_log_tail_is_bounded_whatever_the_server_prints(tmp_path):
 
     log.write_text("start\n" + "RuntimeError: " + "x" * 5_000_000 + "\n")
     assert len(classify(1, log_tail(log, 400)).message()) < 2 * TAIL_LINE_CHARS  # what the record keeps
+
+
+def test_a_server_still_dying_counts_as_crashed_when_given_a_moment(tmp_path):
+    # a process that is on its way out (sockets already closed, not yet reaped) polls as alive; the runner
+    # waits for it after a lost connection, so the crash is recorded as a crash (the race CI once lost)
+    port = free_port()
+    s = ServerSpec([sys.executable, "-c", "import os, sys, time; print('up', flush=True); time.sleep(1.0); os._exit(1)"],
+                   "127.0.0.1", port, tmp_path / "dying.log", ready_timeout_s=5)
+    server = ServerProcess(s).start()
+    try:
+        assert server.exited_on_its_own() is None  # still running: a bare poll says alive
+        assert server.exited_on_its_own(wait_s=30.0) == 1  # given the moment, it is seen to have crashed
+    finally:
+        server.stop()
+
+
+def test_waiting_for_a_healthy_server_to_die_returns_none(tmp_path):
+    with ServerProcess(spec(tmp_path)) as server:
+        assert server.exited_on_its_own(wait_s=0.2) is None
