@@ -58,7 +58,9 @@ def cmd_run(args: list[str]) -> int:
         precheck(args)
     sys.argv = ["python -m framework run", *args]
     hydra_run()
-    return EXIT_NO_DATA if NO_DATA_RUNS else 0
+    from framework.sweep import NO_DATA_JOBS  # jobs of a joblib or SLURM sweep ran in other processes
+
+    return EXIT_NO_DATA if NO_DATA_RUNS or NO_DATA_JOBS else 0
 
 
 def cmd_validate(args: list[str]) -> int:

@@ -46,6 +46,7 @@ import atexit
 import json
 import math
 import re
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -61,6 +62,7 @@ VERDICTS = ("supported", "refuted", "inconclusive")
 SUMMARY_JSON = "sweep_summary.json"
 SUMMARY_MD = "sweep_summary.md"
 JOB_STATUS = "job_status.json"  # written by the callback's on_job_end into each job directory
+NO_DATA_JOBS: list[str] = []  # run dirs of this process's sweep jobs that measured nothing: `run` then exits 3
 
 
 # --------------------------------------------------------------------------- the pure core
@@ -124,7 +126,8 @@ def summarize(job_records: Sequence[dict[str, Any] | None], overrides: Sequence[
         hyp = rec.get("hypothesis") or {}
         row.update(status="ok", hypothesis=hyp.get("name") if isinstance(hyp, dict) else str(hyp),
                    backend=rec.get("backend"), verdict=rec.get("verdict"), predictions=[],
-                   record_hash=rec.get("hash"), run_dir=rec.get("run_dir"))
+                   record_hash=rec.get("hash"), run_dir=rec.get("run_dir"),
+                   no_data=((rec.get("analysis") or {}).get("details") or {}).get("no_data") or None)
         for j, p in enumerate(rec.get("predictions") or []):
             pv = valid_p_value(p)
             row["predictions"].append({
@@ -441,5 +444,10 @@ class SweepSummary(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir))
         if not sweep_dir.is_dir():
             return
-        write_summary(sweep_dir, method, alpha, expected=expected_jobs(config))
+        summary = write_summary(sweep_dir, method, alpha, expected=expected_jobs(config))
         print(f"Sweep summary: {sweep_dir / SUMMARY_MD}")
+        empty = [r for r in summary["jobs"] if r.get("no_data")]
+        for r in empty:
+            print(f"error: no data in job {r['job']}: {'; '.join(r['no_data'].values())}; its verdict is recorded as "
+                  f"inconclusive ({r.get('run_dir')})", file=sys.stderr)
+        NO_DATA_JOBS.extend(str(r.get("run_dir")) for r in empty)

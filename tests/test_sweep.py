@@ -267,3 +267,22 @@ def test_a_sequential_job_enters_the_family_with_its_valid_p_value() -> None:
     reject, p_adj, _, _ = multipletests([0.04, 0.6], alpha=0.05, method="holm")
     assert s["jobs"][0]["predictions"][0]["p_value"] == 0.04
     assert s["jobs"][0]["predictions"][0]["p_adjusted"] == pytest.approx(p_adj[0])
+
+
+def test_a_job_that_measured_nothing_is_named_and_makes_the_sweep_exit_3(tmp_path: Path, monkeypatch,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # joblib and SLURM jobs run in other processes: the sweep callback, in the parent, is what sees them
+    import framework.sweep as sweep_mod
+
+    monkeypatch.setattr(sweep_mod, "NO_DATA_JOBS", [])
+    empty = {**record("cuda13", [("p", "inconclusive", None)], verdict="inconclusive"), "run_dir": "runs/2",
+             "analysis": {"details": {"no_data": {"0": "condition 0: 2 launches started but served no request"}}}}
+    sweep = tmp_path / "sweep"
+    make_job(sweep, "0-eagle3_allreduce", OVERRIDES[0], RECORDS[0], 0)
+    make_job(sweep, "1-cuda13", OVERRIDES[2], empty, 1)
+    cfg = OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}}})
+    SweepSummary().on_multirun_end(config=cfg)
+    rows = json.loads((sweep / "sweep_summary.json").read_text())["jobs"]
+    assert [bool(r["no_data"]) for r in rows] == [False, True]
+    assert sweep_mod.NO_DATA_JOBS == ["runs/2"]
+    assert "error: no data in job 1: condition 0: 2 launches started but served no request" in capsys.readouterr().err
