@@ -536,7 +536,8 @@ def sequential_look(h: Hypothesis, rows: Iterable[dict[str, Any]], *, look: int,
     Each prediction is decided at the look's nominal one-sided level from Lan-DeMets alpha spending
     (O'Brien-Fleming type by default) over `max_looks` equally spaced looks; the last look spends the
     remaining alpha. Stop when every prediction is decided (supported or refuted: stopping for
-    equivalence, for efficacy and for futility alike), or at the final look. At the stopping look
+    equivalence, for efficacy and for futility alike), when a condition has measured nothing so far
+    (its verdicts can only be "no data"), or at the final look. At the stopping look
     each prediction's `details.p_sequential` is its repeated p-value (valid under any stopping; the
     sweep adjusts those); `valid_p=False` skips it (the calibration's inner loop).
     """
@@ -556,9 +557,13 @@ def sequential_look(h: Hypothesis, rows: Iterable[dict[str, Any]], *, look: int,
     final = look >= max_looks
     level = f"look {look} of {max_looks}, nominal one-sided alpha {a:.2g}"
     summary = ", ".join(f"{p.id} {p.verdict}" for p in analysis.predictions)
+    empty = analysis.details.get("no_data")
     if not undecided:
         stop = True
         reason = f"every prediction decided at {level}: {summary}"
+    elif empty:  # more launches of a setup that serves nothing (a wrong URL or key) would only burn machine time
+        stop = True
+        reason = f"stopped at {level}: no data: {'; '.join(empty.values())}"
     elif final:
         stop = True
         reason = f"final {level} (remaining alpha): {summary}"

@@ -344,3 +344,13 @@ def test_anytime_pairs_launches_by_block_and_drops_incomplete_blocks(eagle):
     by = {p.id: p for p in analyze(h, rows).predictions}
     assert by["helps_eagle3"].details["blocks"] == 8 and "4" not in by["helps_eagle3"].details["block_ids"]
     assert by["neutral_for_baseline"].details["blocks"] == 9
+
+
+def test_a_sequential_run_stops_at_the_first_look_where_a_condition_measured_nothing(eagle):
+    # its verdicts can only be "no data" (framework.evidence): more launches would only burn machine time
+    rows = [r for r in simulate(eagle, SEED_MEANS, launches=2, sd_request=EAGLE_SD, seed=19)
+            if not (r["kind"] == "request" and r["condition"] == 0)]
+    a, stop, reason = sequential_look(eagle, rows, look=1, max_looks=9)
+    assert stop and "no data" in reason and a.verdict == "inconclusive"
+    full = simulate(eagle, SEED_MEANS, launches=2, sd_request=EAGLE_SD, seed=19)
+    assert not sequential_look(eagle, full, look=1, max_looks=9)[1]  # the same look with data goes on
