@@ -436,6 +436,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     if secrets:
         ctx.redactor = Redactor(secrets, ledger_salt(ctx.ledger))
         ctx.config = ctx.redactor.scrub(ctx.config)
+        ctx.redactor.scrub_tree(ctx.run_dir / ".hydra")  # a key set in a config file: gone before any launch
     cov = ctx.sim_coverage or {}
     for line in cov.get("unmodelled_varied") or []:
         console.print(escape(f"warning: sim.allow_unmodelled=true: the simulator does not model this: {line}; "

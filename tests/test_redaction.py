@@ -90,3 +90,28 @@ def test_every_trials_row_is_scrubbed_where_a_server_takes_the_key_as_a_flag(tmp
     writer.close()
     text = (tmp_path / "trials.jsonl").read_text()
     assert KEY not in text and text.count("[redacted hmac-sha256:") == 2 and KEY not in json.dumps(writer.rows)
+
+
+def test_a_key_in_the_runs_hydra_files_is_gone_before_the_first_launch(tmp_path, monkeypatch):
+    # a key set in a config file reaches .hydra/config.yaml verbatim (Hydra writes it at job start);
+    # a run killed mid-way must not leave it there, so it is scrubbed before anything is launched
+    import framework.runner as runner
+    from framework.app import compose
+
+    cfg = compose(["hypothesis=eagle3_allreduce", f"backend.api_key={KEY}", f"ledger={tmp_path / 'v.jsonl'}"])
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / ".hydra" / "config.yaml").write_text(f"backend:\n  api_key: {KEY}\n")
+    seen: list[str] = []
+
+    def measure(ctx, *args, **kwargs):
+        seen.append((run_dir / ".hydra" / "config.yaml").read_text())
+        raise KeyboardInterrupt  # stands in for a kill: nothing after this point runs
+
+    monkeypatch.setattr(runner, "measure", measure)
+    ctx = runner.resolve(cfg, run_dir, tmp_path)
+    try:
+        runner.run(ctx)
+    except KeyboardInterrupt:
+        pass
+    assert len(seen) == 1 and KEY not in seen[0] and "[redacted hmac-sha256:" in seen[0]
