@@ -123,7 +123,7 @@ def precheck(overrides: list[str]) -> None:
             check(backend, exp)  # its argv template, and whether it takes the experiment's flag names
         except BackendConfigError as exc:
             raise ConfigError("command line", exc.field, exc.message) from None
-        if backend.name == "sim":
+        if backend.simulated:
             sim_coverage_or_refuse(h, h_path, exp, allow=bool((cfg.get("sim") or {}).get("allow_unmodelled")))
         backend_fits(backend, h)
         if cfg.get("resume"):

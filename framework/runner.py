@@ -170,7 +170,7 @@ def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunConte
     d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
     backend_fits(backend, h)
     coverage = None
-    if backend.name == "sim":
+    if backend.simulated:
         sim_cfg = cfg.get("sim") or {}
         coverage = sim_coverage_or_refuse(h, h_path, exp, allow=bool(sim_cfg.get("allow_unmodelled", False)))
     resume = Path(cfg.resume) if cfg.get("resume") else None
@@ -453,7 +453,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     lag = {"sim_max_relative_lag": sim_relative_lag(writer.rows),
            "sim_metric_relative_lag_median": statistics.median(metric_lags) if metric_lags else None,
            "sim_metric_relative_lag_max": max(metric_lags) if metric_lags else None}
-    biases = sim_clock_bias(ctx.hypothesis, ctx.experiment, writer.rows) if ctx.backend.name == "sim" else {}
+    biases = sim_clock_bias(ctx.hypothesis, ctx.experiment, writer.rows) if ctx.backend.simulated else {}
     lag["sim_clock_bias"] = biases
     lag["sim_clock_bias_max"] = max(biases.values()) if biases else None
     worst = lag["sim_clock_bias_max"]

@@ -42,6 +42,7 @@ class Backend:
     health_path: str
     protocol: Protocol
     starts_server: bool = True
+    simulated: bool = False  # the embedded simulator: its figures come from a model (sim flags, clock, coverage)
     flags: str | None = None  # whose flag names it takes (an experiment's `flags`); None: any (nothing parsed)
     module: str | None = None  # default for {module}
     binary: str | None = None  # default for {binary}
@@ -85,7 +86,7 @@ _SGLANG_PATTERNS: Patterns = (
 
 BACKENDS: dict[str, Backend] = {
     "sim": Backend(
-        name="sim", argv=_SGLANG_ARGV, flags="sglang", module="framework.sim", health_path="/health", protocol="sglang",
+        name="sim", argv=_SGLANG_ARGV, simulated=True, flags="sglang", module="framework.sim", health_path="/health", protocol="sglang",
         api_key_env="SIM_API_KEY", failure_patterns=_SGLANG_PATTERNS, version_package="framework",
         metrics_path="/metrics", metrics_prefix="sglang:", info_paths=("/get_server_info",),
         notes="the embedded simulated SGLang server; SGLang's flags plus --sim-*"),
@@ -188,11 +189,15 @@ class BackendSettings(BaseModel):
     @property
     def time_scale(self) -> float:
         """Factor from wall seconds to model seconds for everything the client measures."""
-        return self.speedup if self.name == "sim" else 1.0
+        return self.speedup if self.simulated else 1.0
 
     @property
     def table(self) -> Backend:
         return BACKENDS[self.name]
+
+    @property
+    def simulated(self) -> bool:
+        return self.table.simulated
 
     @property
     def effective_protocol(self) -> Protocol:
@@ -297,7 +302,7 @@ def server_spec(
 def sim_args(backend: BackendSettings, h: Hypothesis, exp: Experiment, cond: design.Condition,
              log_path: Path) -> list[str]:
     """The simulator's own `--sim-*` flags (its profile, clock and noise); nothing for other backends."""
-    if backend.name != "sim":
+    if not backend.simulated:
         return []
     args = [
         "--sim-profile", design.sim_profile_for(h, exp, cond),
