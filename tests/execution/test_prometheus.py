@@ -27,6 +27,11 @@ def test_prometheus_samples_with_the_backends_prefix():
     }
 
 
+def test_label_values_with_braces_and_a_bad_line_are_handled_by_the_library_parser():
+    text = 'sglang:x{path="/a}b"} 1.0\nsglang:y 2.0\nsglang:z{ 3\nsglang:w 4.0\n'
+    assert parse(text, "sglang:") == {'sglang:x{path="/a}b"}': 1.0, "sglang:y": 2.0}  # kept up to the bad line
+
+
 def test_a_launch_keeps_the_servers_own_counters(tmp_path):
     port = free_port()
     argv = [sys.executable, "-m", "framework.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port),
