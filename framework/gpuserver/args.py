@@ -5,19 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from framework.sim.args import SglangLaunchArgs
 
 
-class GpuServerArgs(BaseModel):
+class GpuServerArgs(SglangLaunchArgs):
     """SGLang's ServerArgs subset this server implements, plus its own options."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model_path: str
-    tokenizer_path: str | None = None
-    tp_size: int = Field(1, ge=1)
-    host: str = "127.0.0.1"
-    port: int = Field(30000, ge=0, le=65535)
     enable_torch_symm_mem: bool = False
     speculative_algorithm: Literal["EAGLE", "EAGLE3", "NEXTN"] | None = None
     speculative_draft_model_path: str | None = None

@@ -24,8 +24,8 @@ API_KEY_ENV = "SIM_API_KEY"  # read when --api-key is not given, so launchers ke
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
 
-class SimServerArgs(BaseModel):
-    """What the performance model reads (SGLang's field names, resolved), plus the ``sim_*`` options."""
+class SglangLaunchArgs(BaseModel):
+    """What every server we ship is started with, under SGLang's names (the sim's and the GPU server's args extend it)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -34,6 +34,11 @@ class SimServerArgs(BaseModel):
     tp_size: int = Field(1, ge=1)
     host: str = "127.0.0.1"
     port: int = Field(30000, ge=0, le=65535)
+
+
+class SimServerArgs(SglangLaunchArgs):
+    """What the performance model reads (SGLang's field names, resolved), plus the ``sim_*`` options."""
+
     enable_flashinfer_allreduce_fusion: bool = False
     enable_torch_symm_mem: bool = False
     disable_custom_all_reduce: bool = False
