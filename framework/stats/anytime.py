@@ -158,3 +158,100 @@ def block_contrasts(cells: Sequence[dict[Any, float]], weights: Sequence[float])
     """Contrasts of the blocks every cell has a value in: cells[i] maps a block (replicate) to a log value."""
     common = sorted(set.intersection(*(set(c) for c in cells)), key=lambda b: (str(type(b)), b))
     return [float(sum(w * c[b] for w, c in zip(weights, cells))) for b in common], common
+
+
+# --------------------------------------------------------------------------- launch outcomes (Bernoulli)
+
+# Beta(1, 1): every launch-outcome rate equally likely a priori; fixed before any calibration, not tuned.
+BETA_PRIOR = (1.0, 1.0)
+
+
+def log_e_rate(k: int, n: int, rate: float, side: str, prior: tuple[float, float] = BETA_PRIOR) -> float:
+    """log E_n of k expected outcomes in n launches against H0: q <= rate (side "above") or q >= rate ("below").
+
+    The conjugate beta-binomial mixture of likelihood ratios (Robbins 1970; Howard et al. 2021), with
+    the Beta prior truncated to the alternative, (rate, 1) or (0, rate):
+
+        E_n = [int_alt p^k (1-p)^(n-k) beta(p) dp / Pi(alt)] / (rate^k (1-rate)^(n-k))
+            = B(k+a0, n-k+b0) I_alt(k+a0, n-k+b0) / (B(a0, b0) I_alt(a0, b0) rate^k (1-rate)^(n-k)),
+
+    I_alt the regularized incomplete beta of the alternative's interval. Each component p of the
+    alternative multiplies E by p/rate per expected outcome and (1-p)/(1-rate) per other, whose mean
+    under any q on the null side is <= 1, so E_n is a nonnegative supermartingale under the whole
+    composite null (a martingale at q = rate), E_0 = 1.
+    """
+    if not 0.0 < rate < 1.0 or not 0 <= k <= n:
+        raise ValueError(f"need 0 < rate < 1 and 0 <= k <= n, got rate={rate}, k={k}, n={n}")
+    if n == 0:
+        return 0.0
+    if side not in ("above", "below"):
+        raise ValueError(f"side must be 'above' or 'below', got {side!r}")
+    a0, b0 = prior
+    tail = special.betaincc if side == "above" else special.betainc
+    num = special.betaln(k + a0, n - k + b0) + math.log(max(float(tail(k + a0, n - k + b0, rate)), 1e-320))
+    den = special.betaln(a0, b0) + math.log(float(tail(a0, b0, rate))) + k * math.log(rate) \
+        + (n - k) * math.log1p(-rate)
+    return float(num - den)
+
+
+def _rate_bound(k: int, n: int, a: float, side: str) -> float:
+    """The one-sided (1 - a) bound at (k, n): the rates r whose e-process against `side` stays below 1/a.
+
+    E_n(r) falls as r moves from 0 (side "above") or 1 ("below") towards k/n, and is below 1 from
+    k/n on (the likelihood is unimodal there), so the bound is the one root of log E_n(r) = log(1/a).
+    """
+    target, eps = math.log(1.0 / a), 1e-12
+
+    def f(r: float) -> float:
+        return log_e_rate(k, n, r, side) - target
+
+    if side == "above":
+        hi = k / n if k < n else 1.0 - eps
+        return 0.0 if k == 0 or f(eps) <= 0 else float(optimize.brentq(f, eps, hi, xtol=1e-12))
+    lo = k / n if k > 0 else eps
+    return 1.0 if k == n or f(1.0 - eps) <= 0 else float(optimize.brentq(f, lo, 1.0 - eps, xtol=1e-12))
+
+
+@dataclass
+class RateSequence:
+    """The rate q of an expected launch outcome, from counts at each look, with anytime-valid bounds and p-values.
+
+    `looks` are cumulative (matched k, launches n) at the moments the run could have been looked at
+    (the end of each block, in block order): every one is a prefix of the run's own sequence of
+    launches, so the supremum over them is covered by Ville's inequality.
+    """
+
+    looks: list[tuple[int, int]]
+
+    def __post_init__(self) -> None:
+        self.looks = [(int(k), int(n)) for k, n in self.looks if n > 0]
+        k, n = self.looks[-1] if self.looks else (0, 0)
+        self.matched, self.launches = k, n
+        self.estimate = k / n if n else math.nan
+
+    def _sup_log_e(self, rate: float, side: str) -> float:
+        return max([0.0] + [log_e_rate(k, n, rate, side) for k, n in self.looks])  # E_0 = 1
+
+    def p_above(self, rate: float) -> float:
+        """Anytime p-value of H0: q <= rate: min(1, 1 / sup_n E_n)."""
+        return float(min(1.0, math.exp(-self._sup_log_e(rate, "above"))))
+
+    def p_below(self, rate: float) -> float:
+        """Anytime p-value of H0: q >= rate."""
+        return float(min(1.0, math.exp(-self._sup_log_e(rate, "below"))))
+
+    def bounds(self, a: float) -> tuple[float, float]:
+        """Running intersection of the one-sided (1 - a) confidence sequences over the looks."""
+        lo = max([0.0] + [_rate_bound(k, n, a, "above") for k, n in self.looks])
+        hi = min([1.0] + [_rate_bound(k, n, a, "below") for k, n in self.looks])
+        return float(lo), float(hi)
+
+
+def launches_to_support(rate: float, a: float, limit: int = 10_000) -> int:
+    """The fewest launches that, all with the expected outcome, reach 1/a against q <= rate."""
+    n = 1
+    while log_e_rate(n, n, rate, "above") < math.log(1.0 / a):
+        n += 1
+        if n > limit:
+            raise ValueError(f"no launch count up to {limit} supports rate {rate} at level {a}")
+    return n

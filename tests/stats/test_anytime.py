@@ -76,3 +76,91 @@ def test_symmetric_mixture_matches_the_closed_form_fixed_g_bayes_factor(t, n):
     closed = (1 + n * g) ** -0.5 * ((1 + t * t / nu) / (1 + t * t / ((1 + n * g) * nu))) ** ((nu + 1) / 2)
     mixed = (math.exp(at.log_e_value(t, n)) + math.exp(at.log_e_value(-t, n))) / 2
     assert mixed == pytest.approx(closed, rel=1e-6)
+
+
+# --------------------------------------------------------------------------- launch outcomes: beta-binomial
+
+
+def _truncated_mixture_by_quad(k: int, n: int, rate: float, side: str) -> float:
+    def lr(p: float) -> float:
+        return (p / rate) ** k * ((1 - p) / (1 - rate)) ** (n - k)
+
+    lo, hi = (rate, 1.0) if side == "above" else (0.0, rate)
+    mass = stats.beta.cdf(hi, 1, 1) - stats.beta.cdf(lo, 1, 1)
+    return integrate.quad(lambda p: lr(p) * stats.beta.pdf(p, 1, 1), lo, hi, epsabs=0, epsrel=1e-11)[0] / mass
+
+
+@pytest.mark.parametrize("k,n,rate", [(0, 1, 0.5), (3, 3, 0.5), (5, 9, 0.3), (12, 20, 0.9), (1, 40, 0.1),
+                                      (38, 40, 0.8)])
+def test_rate_e_value_is_the_truncated_beta_mixture_of_likelihood_ratios(k, n, rate):
+    for side in ("above", "below"):
+        assert math.exp(at.log_e_rate(k, n, rate, side)) == pytest.approx(
+            _truncated_mixture_by_quad(k, n, rate, side), rel=1e-8)
+
+
+@pytest.mark.parametrize("k,n,rate", [(2, 7, 0.5), (10, 10, 0.7), (0, 25, 0.2)])
+def test_the_two_truncated_mixtures_make_robbins_full_mixture_which_is_scipys_betabinom(k, n, rate):
+    """Pi(above) E+ + Pi(below) E- is the untruncated Beta(1, 1) mixture: betabinom.pmf / C(n, k) / L(rate)."""
+    full = math.exp(stats.betabinom.logpmf(k, n, 1, 1) - math.log(math.comb(n, k))
+                    - k * math.log(rate) - (n - k) * math.log1p(-rate))
+    mixed = (1 - rate) * math.exp(at.log_e_rate(k, n, rate, "above")) + rate * math.exp(at.log_e_rate(k, n, rate, "below"))
+    assert mixed == pytest.approx(full, rel=1e-10)
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.5, 0.9])
+def test_rate_e_process_is_a_test_supermartingale_under_its_null_by_exact_summation(rate):
+    """E[E_n] = 1 at q = rate and <= 1 for q on the null side, by summation over the binomial; and each step
+    E[E_{n+1} | k of n] <= E_n (= at q = rate), so it is a supermartingale, not only a per-n e-value."""
+    def e(k: int, n: int, side: str = "above") -> float:
+        return math.exp(at.log_e_rate(k, n, rate, side))
+
+    for n in (1, 5, 20, 40):
+        ks = np.arange(n + 1)
+        at_null = sum(stats.binom.pmf(ks, n, rate) * [e(k, n) for k in ks])
+        assert at_null == pytest.approx(1.0, abs=1e-9)
+        assert sum(stats.binom.pmf(ks, n, rate * 0.8) * [e(k, n) for k in ks]) < 1.0
+        below = sum(stats.binom.pmf(ks, n, rate) * [e(k, n, "below") for k in ks])
+        assert below == pytest.approx(1.0, abs=1e-9)
+    for n in (1, 7, 30):
+        for k in range(n + 1):
+            for q, eq in ((rate, True), (rate * 0.7, False)):
+                step = q * e(k + 1, n + 1) + (1 - q) * e(k, n + 1)
+                assert step == pytest.approx(e(k, n), rel=1e-9) if eq else step <= e(k, n) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("rate", [0.2, 0.5, 0.8])
+def test_rate_e_process_crosses_one_over_a_with_probability_at_most_a_over_40_looks(rate):
+    """Ville's inequality, checked exactly: P(sup_{n <= 40} E_n >= 1/a) at q = rate by dynamic programming."""
+    a, horizon = 0.05, 40
+    alive = np.array([1.0])  # P(k successes so far and not yet crossed), k = 0..n
+    crossed = 0.0
+    for n in range(1, horizon + 1):
+        nxt = np.zeros(n + 1)
+        nxt[1:] += alive * rate
+        nxt[:-1] += alive * (1 - rate)
+        hit = np.array([at.log_e_rate(k, n, rate, "above") >= math.log(1 / a) for k in range(n + 1)])
+        crossed += nxt[hit].sum()
+        alive = np.where(hit, 0.0, nxt)
+    assert 0.0 < crossed <= a
+
+
+def test_rate_bounds_agree_with_the_anytime_p_values_and_only_narrow():
+    seq = at.RateSequence([(4, 5), (9, 10), (17, 20), (33, 40)])
+    lo, hi = seq.bounds(0.05)
+    assert 0 < lo < 33 / 40 < hi < 1
+    for r in np.linspace(0.02, 0.98, 49):
+        if abs(r - lo) > 1e-6:
+            assert (r < lo) == (seq.p_above(r) <= 0.05)
+        if abs(r - hi) > 1e-6:
+            assert (r > hi) == (seq.p_below(r) <= 0.05)
+    looks = [(4, 5), (9, 10), (17, 20), (33, 40)]
+    widths = [np.subtract(*at.RateSequence(looks[:i]).bounds(0.05)[::-1]) for i in range(1, 5)]
+    assert all(b <= w + 1e-15 for w, b in zip(widths, widths[1:]))
+    assert at.RateSequence([(0, 3)]).bounds(0.05)[0] == 0.0 and at.RateSequence([(3, 3)]).bounds(0.05)[1] == 1.0
+
+
+def test_launches_to_support_is_the_first_all_matching_count_that_reaches_one_over_a():
+    assert at.launches_to_support(0.5, 0.05) == 7  # E_n(n of n) = (2^(n+1) - 1) / (n + 1): 18.1 at 6, 31.9 at 7
+    assert math.exp(at.log_e_rate(7, 7, 0.5, "above")) == pytest.approx(255 / 8)
+    with pytest.raises(ValueError):
+        at.log_e_rate(1, 2, 1.0, "above")
