@@ -340,18 +340,26 @@ def _anytime_effect(cells: list[dict[Any, float]], weights: list[int]) -> tuple[
     return anytime.AnytimeEffect(contrasts, extra={"block_ids": [str(b) for b in blocks]}), ""
 
 
-def _launches(p: Launches, data: dict[int, _Cond], conds: list[Condition]) -> decisions.Decision:
+def _launches(p: Launches, data: dict[int, _Cond], conds: list[Condition], a: float | None = None
+              ) -> decisions.Decision:
+    """Launch outcomes of the matching conditions: counted, or under `anytime` (`a` given) a test of `p.rate`.
+
+    Outcomes go in block order (replicate, then condition), so that the anytime rule's looks, the
+    ends of blocks, are prefixes of the run's own sequence of launches.
+    """
     outcomes = []
     for c in matching(conds, p.where):
         d = data[c.index]
-        for r in d.launch_rows:
+        for i, r in enumerate(d.launch_rows):
             ok = bool(r.get("ok")) and d.served.get(r["launch_id"], True)
             err = r.get("error")
             if r.get("ok") and not ok:
                 err = "started but served no request"
             outcomes.append(decisions.LaunchOutcome(r["launch_id"], ok, err, tuple(r.get("log_tail") or ()),
-                                                    r.get("failure_class")))
-    return decisions.launches(outcomes, p.expect, p.match, p.failure_class)
+                                                    r.get("failure_class"), r.get("replicate", i)))
+    if a is not None:
+        outcomes.sort(key=lambda o: (str(type(o.block)), o.block))  # stable: conditions stay in order
+    return decisions.launches(outcomes, p.expect, p.match, p.failure_class, rate=p.rate, a=a)
 
 
 def _finite_ci(ci: tuple[float, float] | None) -> list[float] | None:
@@ -360,9 +368,12 @@ def _finite_ci(ci: tuple[float, float] | None) -> list[float] | None:
     return [float(ci[0]), float(ci[1])]
 
 
-def _comparisons(h: Hypothesis) -> int:
-    """How many predictions are tests (and so share the hypothesis-level refutation alpha)."""
-    return sum(1 for p in h.predictions if not isinstance(p, Launches))
+def _comparisons(h: Hypothesis, method: str) -> int:
+    """How many predictions are tests (and so share the hypothesis-level refutation alpha).
+
+    Launch-outcome predictions are tests only under `anytime`; otherwise they are counts.
+    """
+    return sum(1 for p in h.predictions if method == "anytime" or not isinstance(p, Launches))
 
 
 def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method: str, a: float,
@@ -410,11 +421,15 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
     comparisons: list[tuple[Any, str]] = []
     for p in h.predictions:
         if isinstance(p, Launches):
-            dec = _launches(p, data, conds)
+            dec = _launches(p, data, conds, a if method == "anytime" else None)
             verdict, reason = evidence.capped(dec.verdict, dec.reason,
                                               [empty[c.index] for c in matching(conds, p.where) if c.index in empty])
+            det = dict(dec.details)
+            if dec.p_value is not None:
+                det["p_anytime"] = dec.p_value  # valid under any stopping: the sweep adjusts this one
+                comparisons.append((p, verdict))
             results.append(PredictionResult(id=p.id, kind=p.kind, verdict=verdict, estimate=dec.estimate,
-                                            ci=None, p_value=None, reason=reason, details=dec.details))
+                                            ci=_finite_ci(dec.ci), p_value=dec.p_value, reason=reason, details=det))
             continue
         dec, cells = _decide(h, p, data, conds, a, method, seed=seed)
         reason = dec.reason
@@ -450,14 +465,20 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
         if m <= 1 or refute_level >= a:
             refuters.append(p.id)
             continue
-        again, _ = _decide(h, p, data, conds, refute_level, method, seed=seed)
+        if isinstance(p, Launches):
+            again = _launches(p, data, conds, refute_level)
+        else:
+            again, _ = _decide(h, p, data, conds, refute_level, method, seed=seed)
         if again.verdict == "refuted":
             refuters.append(p.id)
-    launch_refuted = [r.id for r in results if r.kind == "launches" and r.verdict == "refuted"]
+    tested = {p.id for p, _ in comparisons}
+    launch_refuted = [r.id for r in results if r.kind == "launches" and r.verdict == "refuted"
+                      and r.id not in tested]
     hyp_rule = {"refute_one_sided_alpha": refute_level, "comparisons": m,
                 "refuted_by": refuters + launch_refuted,
                 "rule": "supported iff every prediction is (intersection-union); refuted iff a launch-outcome "
-                        "prediction is refuted or a comparison is refuted at the Bonferroni level alpha/m"}
+                        "prediction is refuted (a count; under anytime a test, and so one of the m) or a comparison "
+                        "is refuted at the Bonferroni level alpha/m"}
 
     pooled = variance.pooled_components(by_cond_groups)
     startup = [r["startup_s"] for d in data.values() for r in d.launch_rows
@@ -505,7 +526,7 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
         verdict = "inconclusive"
         if any(v == "refuted" for v in verdicts):
             hyp_rule["note"] = (f"a prediction is refuted at its own level, but not at the hypothesis-level "
-                                f"one-sided {refute_level:.3g} (alpha / {m} comparisons)")
+                                f"one-sided {refute_level:.3g} (alpha / {hyp_rule['comparisons']} comparisons)")
     if empty:  # a run in which a condition measured nothing claims nothing (framework.evidence)
         details["no_data"] = {str(k): v for k, v in sorted(empty.items())}
         verdict = "inconclusive"
@@ -523,7 +544,7 @@ def analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], *, alpha: float | Non
     """
     alpha = h.design.alpha if alpha is None else float(alpha)
     method = method or h.design.analysis
-    m = max(1, _comparisons(h))
+    m = max(1, _comparisons(h, method))
     return _analyze(h, list(rows), alpha, method, alpha, alpha / m, seed)
 
 
@@ -545,7 +566,7 @@ def sequential_look(h: Hypothesis, rows: Iterable[dict[str, Any]], *, look: int,
     method = method or h.design.analysis
     if look < 1 or max_looks < 1:
         raise ValueError("look and max_looks must be >= 1")
-    m = max(1, _comparisons(h))
+    m = max(1, _comparisons(h, method))
     if method == "anytime":  # e-processes: every look at the full alpha, no spending (docs section 10)
         spending = "none (anytime-valid)"
         a, a_refute = alpha, alpha / m

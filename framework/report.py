@@ -173,7 +173,7 @@ def _png(fig: Any) -> bytes:
 def forest_plot(record: dict[str, Any]) -> bytes | None:
     """Each ratio prediction: estimate and interval on a log axis, against its margin or threshold."""
     preds = [p for p in record.get("predictions") or [] if isinstance(p.get("estimate"), (int, float))
-             and p.get("estimate") and p["estimate"] > 0]
+             and p.get("estimate") and p["estimate"] > 0 and p.get("kind") != "launches"]  # a rate, not a ratio
     if not preds:
         return None
     crit = criteria(record)

@@ -158,6 +158,9 @@ class Launches(_Strict):
 
     `failure_class` is one of framework.execution.failures.FAILURE_CLASSES (bad_flag, model_not_found,
     port_in_use, out_of_memory, cuda_mismatch, ...), as classified from the exit code and the log.
+    `rate` is the reliability the prediction claims: P(a launch has the expected outcome) > rate.
+    Only `design.analysis: anytime` tests it (docs/statistics.md, section 10); the other analyses
+    count (supported iff every launch has the expected outcome).
     """
 
     id: str
@@ -166,7 +169,16 @@ class Launches(_Strict):
     expect: Literal["starts", "fails"]
     match: str | None = None
     failure_class: Literal[FAILURE_CLASSES] | None = None  # type: ignore[valid-type]
+    rate: float = 0.5  # "more often than not"
     note: str = ""
+
+    @field_validator("rate")
+    @classmethod
+    def _rate_is_a_probability(cls, value: float) -> float:
+        if not 0.0 < value < 1.0:
+            raise ValueError(f"rate is the claimed probability that a launch has the expected outcome, strictly "
+                             f"between 0 and 1 (e.g. 0.5: more often than not, 0.9: nine launches in ten); got {value}")
+        return value
 
     @model_validator(mode="after")
     def _class_only_for_failures(self) -> "Launches":

@@ -354,3 +354,26 @@ def test_a_sequential_run_stops_at_the_first_look_where_a_condition_measured_not
     assert stop and "no data" in reason and a.verdict == "inconclusive"
     full = simulate(eagle, SEED_MEANS, launches=2, sd_request=EAGLE_SD, seed=19)
     assert not sequential_look(eagle, full, look=1, max_looks=9)[1]  # the same look with data goes on
+
+
+def test_anytime_tests_launch_outcomes_at_their_claimed_rate_and_they_share_the_refutation_alpha():
+    """cuda13_unblocks_fusion under anytime: 2 launches each cannot support 'more often than not' (7 are needed);
+    the count rule says supported. A 'starts' prediction whose launches all failed is refuted at alpha, but the
+    hypothesis only at alpha / 3, since its three launch predictions are now tests."""
+    crash = "No supported CUDA architectures found for major versions [9, 10]"
+    h = load_hypothesis(ROOT / "hypotheses" / "cuda13_unblocks_fusion.yaml")  # conditions: stack x fusion
+    ha = _with(h, analysis="anytime")
+    means = {c: 90.0 for c in range(4)}
+    two = simulate(h, means, launches=2, failed={1: crash}, seed=1)
+    assert analyze(h, two).verdict == "supported" and analyze(ha, two).verdict == "inconclusive"
+    a = analyze(ha, simulate(ha, means, launches=7, failed={1: crash}, seed=1))
+    assert a.verdict == "supported"
+    for p in a.predictions:
+        assert p.details["p_anytime"] == p.p_value <= 0.05 and p.ci[0] > 0.5 and "7/7 launches" in p.reason
+    both = analyze(ha, simulate(ha, means, launches=7, failed={1: crash, 3: crash}, seed=1))
+    by = {p.id: p for p in both.predictions}
+    assert by["fused_starts_on_cuda13"].verdict == "refuted" and crash in by["fused_starts_on_cuda13"].reason
+    rule = both.details["hypothesis_rule"]
+    assert both.verdict == "inconclusive" and rule["comparisons"] == 3 and "alpha / 3 comparisons" in rule["note"]
+    nine = analyze(ha, simulate(ha, means, launches=9, failed={1: crash, 3: crash}, seed=1))
+    assert nine.verdict == "refuted" and nine.details["hypothesis_rule"]["refuted_by"] == ["fused_starts_on_cuda13"]

@@ -256,3 +256,30 @@ def test_the_audit_recomputes_the_bootstrap_with_the_recorded_seed(tmp_path: Pat
              extra_analysis={"details": {"seed": 99}})
     code, out = _run_audit(path, capsys)
     assert code == 0, out
+
+
+def test_the_audit_recomputes_anytime_launch_outcome_tests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Under analysis: anytime a launch-outcome prediction carries a confidence sequence and an anytime p-value;
+    the audit recomputes them from the trials (a record that kept only the count rule's numbers is flagged)."""
+    launch = ("predictions:\n  - {id: fused_baseline_starts, kind: launches, where: {fusion: \"on\", decoding: baseline},"
+              " expect: starts, rate: 0.2}\n")
+    hyp = tmp_path / "eagle3_allreduce.yaml"
+    hyp.write_text(EAGLE.read_text(encoding="utf-8").replace("predictions:\n", launch, 1)
+                   .replace("  alpha: 0.05", "  alpha: 0.05\n  analysis: anytime"), encoding="utf-8")
+    path = tmp_path / "verdicts.jsonl"
+    rec = make_run(tmp_path, "run", path, hypothesis_path=hyp, analyze=framework.analysis.analyze)
+    p = next(p for p in rec["predictions"] if p["id"] == "fused_baseline_starts")
+    assert p["verdict"] == "supported" and p["details"]["p_anytime"] == p["p_value"] and p["ci"][0] > 0.2
+    code, out = _run_audit(path, capsys)
+    assert code == 0, out
+
+    def counts_only(h, rows, **kw):
+        a = framework.analysis.analyze(h, rows, **kw)
+        for q in a.predictions:
+            if q.kind == "launches":
+                q.p_value, q.ci = None, None
+        return a
+
+    make_run(tmp_path, "run2", path, hypothesis_path=hyp, analyze=counts_only)
+    problems = [p.message for p in audit.audit(path).problems]
+    assert any("fused_baseline_starts" in m and "p_value" in m for m in problems), problems

@@ -11,7 +11,8 @@ them with the prediction's threshold(s) on the ratio scale:
 - decrease: mirror image with 1 - e. Interactions use the same rules on the ratio of ratios.
 
 Supported and refuted are each a one-sided level-a test, so each wrong call has probability at most
-`a` at the boundary of its null. `launches` predictions are counts, not tests. Pure functions.
+`a` at the boundary of its null. `launches` predictions are counts, not tests, except under
+`analysis: anytime`, where they test the claimed rate with beta-binomial e-processes. Pure functions.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
+from framework.stats.anytime import RateSequence, launches_to_support
 from framework.stats.effects import LogEffect
 
 Verdict = Literal["supported", "refuted", "inconclusive"]
@@ -156,6 +158,7 @@ class LaunchOutcome:
     error: str | None = None
     log_tail: Sequence[str] = ()
     failure_class: str | None = None  # framework.execution.failures' class of a failed launch
+    block: Any = None  # the launch's block (replicate): the anytime rule looks at block ends
 
 
 def _failure_line(o: LaunchOutcome, pattern: re.Pattern[str] | None) -> str | None:
@@ -175,16 +178,9 @@ def _quote(line: str | None, limit: int = 160) -> str:
     return repr(line)
 
 
-def launches(outcomes: Sequence[LaunchOutcome], expect: Literal["starts", "fails"], match: str | None,
-             failure_class: str | None = None) -> Decision:
-    """Counts of launch outcomes: supported iff all match, refuted iff none, else inconclusive (flaky).
-
-    A failure matches when its message or log matches `match` (if given) and its class is
-    `failure_class` (if given).
-    """
-    n = len(outcomes)
-    if n == 0:
-        return Decision("inconclusive", "no launch of the matching condition(s) was run", details={"launches": 0})
+def _matched(outcomes: Sequence[LaunchOutcome], expect: Literal["starts", "fails"], match: str | None,
+             failure_class: str | None) -> tuple[list[bool], str | None, str | None]:
+    """Which launches had the expected outcome, the first captured failure line, the first other failure."""
     pattern = re.compile(match) if match else None
     matched, captured, other = [], None, None
     for o in outcomes:
@@ -201,9 +197,33 @@ def launches(outcomes: Sequence[LaunchOutcome], expect: Literal["starts", "fails
             if not ok and not o.ok and other is None:
                 other = _failure_line(o, None)
         matched.append(ok)
+    return matched, captured, other
+
+
+def launches(outcomes: Sequence[LaunchOutcome], expect: Literal["starts", "fails"], match: str | None,
+             failure_class: str | None = None, *, rate: float = 0.5, a: float | None = None) -> Decision:
+    """Launch outcomes: counts, or (with `a`, under `analysis: anytime`) a test of the claimed `rate`.
+
+    Counts: supported iff all match, refuted iff none, else inconclusive (flaky). A failure matches
+    when its message or log matches `match` (if given) and its class is `failure_class` (if given).
+    With `a`: `launches_anytime`, the same facts in the reason.
+    """
+    n = len(outcomes)
+    if n == 0:
+        return Decision("inconclusive", "no launch of the matching condition(s) was run", details={"launches": 0})
+    matched, captured, other = _matched(outcomes, expect, match, failure_class)
     k = sum(matched)
     details = {"launches": n, "matched": k, "expect": expect, "match": match, "failure_class": failure_class,
                "captured": captured, "other_failure": other}
+    what = "failed" + (f" as {failure_class}" if failure_class else "") + (f" matching {match!r}" if match else "")
+    started = sum(o.ok for o in outcomes)
+    if expect == "starts":
+        facts = f"{k}/{n} launches started" + (f"; failed: {_quote(other)}" if k < n else "")
+    else:
+        facts = (f"{k}/{n} launches {what}" + (f": {_quote(captured)}" if k else f" ({started} started)")
+                 + (f"; other failure: {_quote(other)}" if other else ""))
+    if a is not None:
+        return launches_anytime(outcomes, matched, rate, a, facts, details)
     if expect == "starts":
         if k == n:
             return Decision("supported", f"all {n} launch(es) started", float(k / n), None, None, details)
@@ -211,12 +231,47 @@ def launches(outcomes: Sequence[LaunchOutcome], expect: Literal["starts", "fails
         if k == 0:
             return Decision("refuted", f"0/{n} launches started; {msg}", 0.0, None, None, details)
         return Decision("inconclusive", f"flaky: {k}/{n} launches started; {msg}", float(k / n), None, None, details)
-    what = "failed" + (f" as {failure_class}" if failure_class else "") + (f" matching {match!r}" if match else "")
     if k == n:
         return Decision("supported", f"all {n} launch(es) {what}: {_quote(captured)}", 1.0, None, None, details)
-    started = sum(o.ok for o in outcomes)
     tail = f"; other failure: {_quote(other)}" if other else ""
     if k == 0:
         return Decision("refuted", f"0/{n} launches {what} ({started} started){tail}", 0.0, None, None, details)
     return Decision("inconclusive", f"flaky: {k}/{n} launches {what}: {_quote(captured)}{tail}",
                     float(k / n), None, None, details)
+
+
+def launches_anytime(outcomes: Sequence[LaunchOutcome], matched: Sequence[bool], rate: float, a: float,
+                     facts: str, details: dict[str, Any]) -> Decision:
+    """The claimed rate q > `rate` tested by the beta-binomial e-processes (stats.anytime.RateSequence).
+
+    Looks are the ends of blocks (outcomes in block order): supported iff the e-process against
+    q <= rate reached 1/a at some look (anytime p <= a; then the running lower confidence-sequence
+    bound is above `rate`), refuted iff the one against q >= rate did, inconclusive otherwise, or if
+    both did (the launches then changed over the run, which the i.i.d. model excludes).
+    """
+    looks: list[tuple[int, int]] = []
+    k = 0
+    for i, (o, hit) in enumerate(zip(outcomes, matched)):
+        k += hit
+        if i + 1 == len(outcomes) or outcomes[i + 1].block != o.block or o.block is None:
+            looks.append((k, i + 1))
+    seq = RateSequence(looks)
+    lo, hi = seq.bounds(a)
+    p_sup, p_ref = seq.p_above(rate), seq.p_below(rate)
+    r = _f(rate)
+    head = f"{facts}; rate {_f(seq.estimate)}, {_level(a)} confidence sequence [{_f(lo)}, {_f(hi)}]"
+    if p_sup <= a and p_ref <= a:
+        verdict, why = "inconclusive", (f"crossed the claimed rate {r} in both directions: the launches changed "
+                                        f"over the run (they are assumed independent and identically distributed)")
+    elif p_sup <= a:
+        verdict, why = "supported", f"lower bound above the claimed rate {r} (anytime {_p(p_sup)})"
+    elif p_ref <= a:
+        verdict, why = "refuted", f"upper bound below the claimed rate {r}: the expected outcome is significantly rarer"
+    else:
+        need = launches_to_support(rate, a)
+        verdict, why = "inconclusive", (f"contains the claimed rate {r} (anytime {_p(p_sup)}; at least {need} "
+                                        f"launches, all as expected, are needed to support it)")
+    details = {**details, "method": "anytime", "rate": rate, "one_sided_alpha": a, "ci_level": 1 - 2 * a,
+               "rate_ci": [lo, hi], "p_lower": p_sup, "p_upper": p_ref, "looks": [list(x) for x in looks],
+               "prior": "Beta(1, 1), truncated to each one-sided alternative"}
+    return Decision(verdict, f"{head} {why}", seq.estimate, (lo, hi), p_sup, details)

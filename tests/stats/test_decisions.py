@@ -109,3 +109,43 @@ def test_launches_can_match_a_failure_class():
     assert decisions.launches(two, "fails", "a line", "port_in_use").verdict == "supported"
     assert decisions.launches([failed("port_in_use"), failed("bad_flag")], "fails", None,
                               "bad_flag").verdict == "inconclusive"
+
+
+def _blocks(oks, error="boom"):
+    """One launch per block, in block order."""
+    return [decisions.LaunchOutcome(f"l{i}", ok, None if ok else error, (), None, i) for i, ok in enumerate(oks)]
+
+
+def test_launches_under_anytime_test_the_claimed_rate_and_keep_the_counts_in_the_reason():
+    crash = "RuntimeError: No supported CUDA architectures found for major versions [9, 10]"
+    seven = [decisions.LaunchOutcome(f"l{i}", False, "exit code 1", ("loading...", crash), None, i) for i in range(7)]
+    dec = decisions.launches(seven, "fails", "No supported CUDA", a=0.05)
+    assert dec.verdict == "supported" and dec.p_value == pytest.approx(8 / 255) and crash in dec.reason
+    assert "7/7 launches failed" in dec.reason and "confidence sequence" in dec.reason
+    assert dec.ci[0] > 0.5 and dec.ci[1] == 1.0 and dec.details["rate"] == 0.5
+    six = decisions.launches(seven[:6], "fails", "No supported CUDA", a=0.05)  # (2^7 - 1) / 7 = 18.1 < 20
+    assert six.verdict == "inconclusive" and "at least 7 launches" in six.reason
+    dec = decisions.launches(seven, "starts", None, a=0.05)
+    assert dec.verdict == "refuted" and "0/7 launches started" in dec.reason and crash not in dec.reason
+    assert dec.details["p_upper"] <= 0.05 and dec.ci[1] < 0.5
+    flaky = decisions.launches(_blocks([True, False] * 10), "starts", None, a=0.05)
+    assert flaky.verdict == "inconclusive" and "10/20 launches started" in flaky.reason and "'boom'" in flaky.reason
+    # a stricter claim needs more: 7 of 7 supports "more often than not" but not "nine in ten"
+    assert decisions.launches(_blocks([True] * 7), "starts", None, rate=0.9, a=0.05).verdict == "inconclusive"
+    assert decisions.launches(_blocks([True] * 7), "starts", None, rate=0.2, a=0.05).verdict == "supported"
+
+
+def test_launches_under_anytime_look_at_block_ends_and_a_verdict_stays_reached():
+    late = decisions.launches(_blocks([True] * 8 + [False] * 6), "starts", None, a=0.05)
+    assert late.verdict == "supported" and "8/14" in late.reason  # 8 of 8 at the eighth look: it stays
+    both = decisions.launches(_blocks([True] * 8 + [False] * 40), "starts", None, a=0.05)
+    assert both.verdict == "inconclusive" and "both directions" in both.reason
+    # a block is one look: its first 7 of 7 would have crossed, but a look sees the whole block (7 of 8)
+    pairs = [decisions.LaunchOutcome(f"l{i}", i < 7, "boom", (), None, i // 8) for i in range(16)]
+    dec = decisions.launches(pairs, "starts", None, a=0.05)
+    assert dec.details["looks"] == [[7, 8], [7, 16]] and dec.verdict == "inconclusive"
+
+
+def test_launches_count_rule_is_unchanged_without_anytime():
+    dec = decisions.launches(_blocks([True] * 2), "starts", None)
+    assert dec.verdict == "supported" and dec.p_value is None and dec.ci is None and dec.reason == "all 2 launch(es) started"
