@@ -223,8 +223,8 @@ class Design(_Strict):
     seed: int = Field(0, ge=0, lt=2**32)
     order: Literal["randomized_blocks", "sequential"] = "randomized_blocks"
     alpha: float = Field(0.05, gt=0, lt=0.5)
-    # anytime: anytime-valid e-processes on block contrasts (look after any block, stop or extend
-    # at will; docs/statistics.md section 10)
+    # anytime: anytime-valid e-processes on block contrasts, and for launch outcomes on their claimed
+    # `rate` (look after any block, stop or extend at will; docs/statistics.md section 10)
     analysis: Literal["welch", "rank", "bootstrap", "anytime"] = "welch"
     sequential: Sequential = Sequential()
 
