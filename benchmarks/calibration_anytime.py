@@ -16,6 +16,10 @@ and its scenarios), fed to `framework.analysis.analyze` exactly as a run would:
    `framework.stats.extension.inflated_alpha` states, and the same habit under the anytime rule.
 4. Hypothesis-level refutation with two true predictions at their thresholds: P(hypothesis refuted)
    must stay <= alpha + 2 MC-SE (the rule before was 0.086 at alpha 0.05).
+5. Launch-outcome predictions under anytime (`kind: launches`, a claimed `rate`): launches of one
+   condition, each with the expected outcome with probability q, i.i.d.; a look after every launch
+   (one launch per block) up to 40, through `analyze`. At q = rate (the boundary of both nulls) each
+   wrong verdict must stay <= alpha + 2 MC-SE; then the launches needed to decide at other q.
 
     python benchmarks/calibration_anytime.py           # 800 simulations per null scenario
     python benchmarks/calibration_anytime.py --quick   # 100
@@ -43,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import calibration as cal  # noqa: E402
 from framework.analysis import analyze  # noqa: E402
 from framework.spec import Hypothesis  # noqa: E402
+from framework.stats.anytime import log_e_rate  # noqa: E402
 from framework.stats.extension import inflated_alpha  # noqa: E402
 
 SEED = 20261130
@@ -95,6 +100,46 @@ def refute_one(args: tuple) -> tuple[bool, bool]:
     rng = np.random.default_rng([seed, i])
     a = analyze(h, cal.simulate_rows(h, ratios, eagle, cal.FIXED_LAUNCHES, rng))
     return a.verdict == "refuted", any(p.verdict == "refuted" for p in a.predictions)
+
+
+LAUNCH_CAP = 40  # looks (launches) of section 5
+LAUNCH_RATES = (0.2, 0.5, 0.8)  # claimed rates at whose boundary the error is measured
+LAUNCH_TRUE_Q = (0.0, 0.2, 0.35, 0.65, 0.8, 1.0)  # true rates for the launches needed, at the claimed 0.5
+
+
+def _launch_hypothesis(rate: float) -> Hypothesis:
+    return Hypothesis.model_validate({
+        "name": "calib_launches", "statement": "calibration", "experiment": "none",
+        "factors": {"cfg": {"reference": "x", "levels": {"x": {}}}},
+        "predictions": [{"id": "starts", "kind": "launches", "where": {"cfg": "x"}, "expect": "starts",
+                         "rate": rate}],
+        "design": {"launches": LAUNCH_CAP, "requests": 1, "warmup": 0, "alpha": ALPHA, "seed": 1,
+                   "analysis": "anytime"}})
+
+
+def _launch_rows(q: float, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """LAUNCH_CAP launches of the one condition, one per block; a started launch serves one request."""
+    rows: list[dict[str, Any]] = []
+    for r, ok in enumerate(rng.random(LAUNCH_CAP) < q):
+        lid = f"c0-r{r}-a1"
+        rows.append({"kind": "launch", "launch_id": lid, "condition": 0, "replicate": r, "attempt": 1,
+                     "ok": bool(ok), "error": None if ok else "RuntimeError: boom"})
+        if ok:
+            rows.append({"kind": "request", "trial_id": f"{lid}-q0", "launch_id": lid, "condition": 0,
+                         "warmup": False, "ok": True, "decode_tok_s": 100.0})
+    return rows
+
+
+def launch_one(args: tuple) -> tuple[str, int | None]:
+    """The verdict after LAUNCH_CAP launches (decided at some look, by the running supremum) and the first
+    launch count at which an e-process of that verdict reached 1/alpha (None: undecided)."""
+    rate, q, i, seed = args
+    p = analyze(_launch_hypothesis(rate), _launch_rows(q, np.random.default_rng([seed, i]))).predictions[0]
+    side = {"supported": "above", "refuted": "below"}.get(p.verdict)
+    if side is None:
+        return p.verdict, None
+    first = next(n for k, n in p.details["looks"] if log_e_rate(k, n, rate, side) >= math.log(1 / ALPHA))
+    return p.verdict, first
 
 
 def _rate(xs: list[bool]) -> tuple[float, float]:
@@ -166,6 +211,28 @@ def main(argv: list[str] | None = None) -> int:
               f"P(any prediction refuted at alpha) = {cal._fmt(*anyp)} (the former hypothesis rule)")
         checks.append(("hypothesis-level refutation, two true predictions at threshold: P(refuted)",
                        hyp[0] <= ALPHA + 2 * se_ref, f"{hyp[0]:.4f} <= {ALPHA} + 2*{se_ref:.4f}"))
+
+        n_launch = 4 * n_sims  # cheap: launch rows only
+        se_launch = math.sqrt(ALPHA * (1 - ALPHA) / n_launch)
+        print(f"\n5. launch outcomes under anytime (claimed rate, Beta(1,1) e-processes), a look after every launch "
+              f"1..{LAUNCH_CAP}, {n_launch} simulations each:")
+        for j, rate in enumerate(LAUNCH_RATES):
+            res = list(pool.map(launch_one, [(rate, rate, i, SEED + 400 + j) for i in range(n_launch)],
+                                chunksize=max(1, n_launch // (8 * args.workers))))
+            sup, ref = _rate([v == "supported" for v, _ in res]), _rate([v == "refuted" for v, _ in res])
+            print(f"  true q = claimed rate {rate}: supported {cal._fmt(*sup)}  refuted {cal._fmt(*ref)}", flush=True)
+            for err, r in (("supported", sup), ("refuted", ref)):
+                checks.append((f"launches, anytime, monitored to {LAUNCH_CAP}, q = rate {rate}: P({err})",
+                               r[0] <= ALPHA + 2 * se_launch, f"{r[0]:.4f} <= {ALPHA} + 2*{se_launch:.4f}"))
+        print(f"  claimed rate 0.5, launches to a verdict (undecided counted as {LAUNCH_CAP}):")
+        for j, q in enumerate(LAUNCH_TRUE_Q):
+            res = list(pool.map(launch_one, [(0.5, q, i, SEED + 500 + j) for i in range(n_sims)], chunksize=chunk))
+            stops = [n if n is not None else LAUNCH_CAP for _, n in res]
+            sup, ref = _rate([v == "supported" for v, _ in res]), _rate([v == "refuted" for v, _ in res])
+            sd = np.std(stops, ddof=1) / math.sqrt(n_sims)
+            print(f"    true q {q:4.2f}: supported {cal._fmt(*sup)}  refuted {cal._fmt(*ref)}  "
+                  f"mean launches {np.mean(stops):5.2f}±{sd:.2f}  undecided by {LAUNCH_CAP}: "
+                  f"{sum(n is None for _, n in res)}/{n_sims}", flush=True)
     cal.print_checks(checks, t0)
     return 0
 
