@@ -115,3 +115,15 @@ def test_launches_failure_class_is_checked():
         Launches(id="x", kind="launches", where={}, expect="fails", failure_class="port_taken")
     with pytest.raises(Exception, match="expect: fails"):
         Launches(id="x", kind="launches", where={}, expect="starts", failure_class="port_in_use")
+
+
+def test_launches_rate_is_a_probability_with_a_clear_error(tmp_path):
+    text = (ROOT / "hypotheses" / "cuda13_unblocks_fusion.yaml").read_text()
+    assert load_hypothesis(write(tmp_path, text)).predictions[0].rate == 0.5  # "more often than not"
+    for bad in ("1.0", "0", "-0.2"):
+        path = write(tmp_path, text.replace("    expect: fails\n", f"    expect: fails\n    rate: {bad}\n", 1))
+        with pytest.raises(SpecError, match="strictly between 0 and 1") as info:
+            load_hypothesis(path)
+        assert info.value.field == "predictions[0].rate"
+    path = write(tmp_path, text.replace("    expect: fails\n", "    expect: fails\n    rate: 0.9\n", 1))
+    assert load_hypothesis(path).predictions[0].rate == 0.9
