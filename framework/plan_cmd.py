@@ -21,10 +21,11 @@ from rich.table import Table
 
 from framework import design as design_mod
 from framework.progress import make_console
-from framework.planning import PlanRow, launches_for_hypothesis, plan, plan_from_rows
+from framework.planning import (AnytimePlan, PlanRow, anytime_cap, launches_for_hypothesis, pilot_assumptions,
+                                plan, plan_anytime)
 from framework.metrics import is_launch_metric
 from framework.workload import mean_length
-from framework.spec import Experiment, Hypothesis
+from framework.spec import Design, Experiment, Hypothesis
 
 PLAN_KEYS = ("pilot", "power", "probe")
 PROBE_LAUNCHES, PROBE_REQUESTS = 2, 4  # per condition: enough to see the sim's measurement noise, ~15 s in all
@@ -83,6 +84,13 @@ def probe_measurement_noise(h: Hypothesis, exp: Experiment, backend_cfg: dict[st
 def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests: int, warmup: int,
                       alpha: float, measurement: dict[str, Any] | None = None) -> tuple[list[PlanRow], str]:
     """Plan from the sim's model of the profile, plus the measurement noise a probe saw (added in quadrature)."""
+    assumptions, source = profile_assumptions(h, exp, measurement=measurement)
+    return plan(h, **assumptions, requests=requests, warmup=warmup, power=power, alpha=alpha), source
+
+
+def profile_assumptions(h: Hypothesis, exp: Experiment, *,
+                        measurement: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+    """The sim's model of the profile as `plan`'s / `plan_anytime`'s keyword arguments, and a line saying so."""
     from framework.sim.model import expected_metrics, request_log_sd
     from framework.sim.profile import load_profile
 
@@ -121,9 +129,8 @@ def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests:
                 sd_req[c] = math.hypot(sd_req[c], float(extra))
     # a slow launch makes every forward slower: rates fall by the factor, times rise by it
     slower = 1.0 / slow_factor if h.metric in ("decode_tok_s", "output_tok_s") else slow_factor
-    rows = plan(h, means=means, sd_launch_log=sd_launch, sd_request_log=sd_req, requests=requests, warmup=warmup,
-                launch_cost_s=launch_cost, request_cost_s=request_cost, power=power, alpha=alpha,
-                slow_launch_prob=slow_prob, slow_launch_factor=slower)
+    assumptions = {"means": means, "sd_launch_log": sd_launch, "sd_request_log": sd_req, "launch_cost_s": launch_cost,
+                   "request_cost_s": request_cost, "slow_launch_prob": slow_prob, "slow_launch_factor": slower}
     source = (f"assumptions from the simulator's model of profile {exp.sim.profile!r}: expected means, launch sd "
               f"{sd_launch:.2%} plus {slow_prob:.0%} slow launches ({slow_factor - 1:+.0%}), per-request sd by Monte Carlo of its noise model, launch cost = profile start-up "
               f"({launch_cost and next(iter(launch_cost.values())):.0f} s; a real launch of a large model takes minutes: "
@@ -134,7 +141,7 @@ def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests:
                    f"({measurement['launches']} launches x {measurement['requests']} requests per condition at "
                    f"speed-up {measurement['speedup']:g}): between launches {measurement['between']:.2%}, "
                    f"per request {within} (probe=false leaves it out)")
-    return rows, source
+    return assumptions, source
 
 
 def plan_command(args: list[str]) -> int:
@@ -160,8 +167,8 @@ def plan_command(args: list[str]) -> int:
         if not trials.exists():
             raise ConfigError("command line", "pilot", f"{kv['pilot']} is not a run directory (no trials.jsonl)")
         try:
-            rows = plan_from_rows(h, read_trials(trials), power=power, alpha=d.alpha, requests=d.requests,
-                                  warmup=d.warmup)
+            assumptions = pilot_assumptions(h, read_trials(trials), alpha=d.alpha, requests=d.requests,
+                                            warmup=d.warmup)
         except ValueError as exc:
             raise ConfigError("command line", "pilot", str(exc)) from None
         source = f"assumptions from the pilot run {kv['pilot']}: its means, variance components and measured costs"
@@ -181,10 +188,16 @@ def plan_command(args: list[str]) -> int:
             measurement = probe_measurement_noise(h, exp, backend_cfg, launches=PROBE_LAUNCHES,
                                                   requests=PROBE_REQUESTS)
         try:
-            rows, source = plan_from_profile(h, exp, power=power, requests=d.requests, warmup=d.warmup, alpha=d.alpha,
-                                             measurement=measurement)
+            assumptions, source = profile_assumptions(h, exp, measurement=measurement)
         except ValueError as exc:
             raise ConfigError("command line", "pilot", str(exc)) from None
+    if d.analysis == "anytime":
+        design_cap = d.sequential.max_launches if d.sequential.enabled else d.launches
+        any_plan = plan_anytime(h, **assumptions, requests=d.requests, warmup=d.warmup, power=power, alpha=d.alpha,
+                                block=d.sequential.block, at_least=design_cap or 0)
+        print_anytime_plan(make_console(), h, any_plan, source, d)
+        return 0
+    rows = plan(h, **assumptions, requests=d.requests, warmup=d.warmup, power=power, alpha=d.alpha)
     print_plan(make_console(), h, rows, power, source, d.requests, d.warmup, block=d.sequential.block,
                alpha=d.alpha)
     return 0
@@ -222,4 +235,56 @@ def print_plan(console: Console, h: Hypothesis, rows: list[PlanRow], power: floa
                       f"({cap // block} looks, inflation factor {inflation_factor(alpha, cap // block):.3f} "
                       f"keeps the power of {n} fixed launches); it stops at the first look that decides every "
                       f"prediction", highlight=False)
+    console.print(source, highlight=False)
+
+
+def print_anytime_plan(console: Console, h: Hypothesis, p: AnytimePlan, source: str, d: Design) -> None:
+    """The anytime plan: its cap, each prediction's power there, the expected launches (with MC errors)."""
+
+    def se(q: float) -> float:
+        return math.sqrt(max(q * (1 - q), 0.0) / p.sims)
+
+    table = Table(title=f"plan for {h.name} under design.analysis=anytime: power {p.power} at alpha {d.alpha} "
+                        f"({d.requests} requests + {d.warmup} warm-up per launch; a look after every block of "
+                        f"{p.block}; {p.sims} simulated runs)", title_justify="left")
+    for col in ("prediction", "kind", "assumed ratio", "to be", "cap it alone needs", "power at the plan's cap"):
+        table.add_column(col)
+    for r in p.rows:
+        q = p.power_at_cap.get(r.prediction)
+        table.add_row(escape(r.prediction), r.kind, "-" if r.assumed_effect is None else f"{r.assumed_effect:.3f}",
+                      r.target or "-", str(r.launches_per_condition or "-"),
+                      "-" if q is None else f"{q:.3f} ± {se(q):.3f}")
+    console.print(table)
+    for r in p.rows:
+        if r.note:
+            console.print(escape(f"  {r.prediction}: {r.note}"), highlight=False)
+    if p.cap:
+        hyp = (f"P(hypothesis {p.hypothesis_target}) = {p.hypothesis_power:.3f} ± {se(p.hypothesis_power):.3f}"
+               if p.hypothesis_power is not None else "every prediction with a target at that power")
+        console.print(f"whole hypothesis: cap {p.cap} launches per condition (design.sequential.max_launches={p.cap}): "
+                      f"{hyp}; it stops when every prediction is decided, after {p.expected_launches:.2f} ± "
+                      f"{p.expected_launches_se:.2f} launches per condition on average "
+                      f"(wall time {_duration(p.expected_wall_s)} expected, {_duration(p.max_wall_s)} at the cap)",
+                      highlight=False)
+    else:
+        console.print(f"whole hypothesis: {p.note or 'see the notes above'}", highlight=False)
+    curve = p.curve
+    cap = d.sequential.max_launches if d.sequential.enabled else d.launches
+    if curve is not None and cap:
+        k = curve.at(cap)
+        hyp = (f"P(hypothesis {curve.hypothesis_target}) = {curve.hypothesis[k]:.3f} ± {se(curve.hypothesis[k]):.3f}"
+               if curve.hypothesis else "")
+        if d.sequential.enabled:
+            console.print(f"this design: sequential up to {cap} launches per condition: {hyp}, "
+                          f"{curve.launches[k]:.2f} ± {curve.launches_se[k]:.2f} launches per condition on average",
+                          highlight=False)
+        else:
+            console.print(f"this design: {cap} launches per condition, analysed once (design.sequential is off: "
+                          f"the same power as a sequential run capped there, without stopping early): {hyp}",
+                          highlight=False)
+    console.print(f"left out, design.sequential.max_launches under analysis=anytime is "
+                  f"{anytime_cap(d.launches, d.sequential.block, d.alpha)} for design.launches={d.launches} "
+                  f"(docs/statistics.md section 10, 'The cap')", highlight=False)
+    console.print("the fixed-design (Welch) and group-sequential figures do not apply under design.analysis=anytime: "
+                  "its confidence sequences hold at every look, and are wider for it", highlight=False)
     console.print(source, highlight=False)
