@@ -127,8 +127,9 @@ def load_pair(cfg: DictConfig | dict[str, Any]) -> tuple[Hypothesis, Path, Exper
 def effective_design(base: Design, overrides: dict[str, Any]) -> Design:
     """The hypothesis's design with the command line's non-null `design.*` values on top.
 
-    A sequential design without `max_launches` gets the textbook cap derived from `launches`
-    (docs/statistics.md, "The cap"), so the record always states the cap the run used.
+    A sequential design without `max_launches` gets the cap derived from `launches`: the
+    group-sequential one, or under `analysis: anytime` the anytime rule's (docs/statistics.md,
+    sections 5 and 10, "The cap"), so the record always states the cap the run used.
     """
     data = base.model_dump()
     seq = dict(data["sequential"])
@@ -149,9 +150,11 @@ def effective_design(base: Design, overrides: dict[str, Any]) -> Design:
         loc = ".".join(str(p) for p in err["loc"])
         raise ConfigError("command line", f"design.{loc}", f"{err['msg']} (got {err.get('input')!r})") from None
     if d.sequential.enabled and d.sequential.max_launches is None:
+        from framework.planning import anytime_cap
         from framework.stats.sequential import sequential_cap
 
-        cap = sequential_cap(d.launches, d.sequential.block, d.alpha)
+        derive = anytime_cap if d.analysis == "anytime" else sequential_cap
+        cap = derive(d.launches, d.sequential.block, d.alpha)
         d = d.model_copy(update={"sequential": d.sequential.model_copy(update={"max_launches": cap})})
     return d
 

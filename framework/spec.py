@@ -206,7 +206,8 @@ class Sequential(_Strict):
 
     `max_launches` left out: the design's `launches` times the group-sequential inflation factor,
     rounded up to whole blocks (framework.stats.sequential.sequential_cap), so the sequential run
-    keeps the power the fixed design was planned for.
+    keeps the power the fixed design was planned for; under `analysis: anytime`, the cap at which
+    the anytime rule has that power (framework.planning.anytime_cap).
     """
 
     enabled: bool = False
