@@ -266,14 +266,17 @@ def print_anytime_plan(console: Console, h: Hypothesis, p: AnytimePlan, source: 
                       f"{p.expected_launches_se:.2f} launches per condition on average "
                       f"(wall time {_duration(p.expected_wall_s)} expected, {_duration(p.max_wall_s)} at the cap)",
                       highlight=False)
+        if p.note:
+            console.print(escape(f"  note: {p.note}"), highlight=False)
     else:
         console.print(f"whole hypothesis: {p.note or 'see the notes above'}", highlight=False)
     curve = p.curve
     cap = d.sequential.max_launches if d.sequential.enabled else d.launches
     if curve is not None and cap:
         k = curve.at(cap)
-        hyp = (f"P(hypothesis {curve.hypothesis_target}) = {curve.hypothesis[k]:.3f} ± {se(curve.hypothesis[k]):.3f}"
-               if curve.hypothesis else "")
+        hyp = (f"P(hypothesis {p.hypothesis_target}) = {curve.hypothesis[k]:.3f} ± {se(curve.hypothesis[k]):.3f}"
+               if curve.hypothesis and p.hypothesis_target else
+               ", ".join(f"{i} {v[k]:.3f}" for i, v in curve.power.items() if not math.isnan(v[k])))
         if d.sequential.enabled:
             console.print(f"this design: sequential up to {cap} launches per condition: {hyp}, "
                           f"{curve.launches[k]:.2f} ± {curve.launches_se[k]:.2f} launches per condition on average",

@@ -454,16 +454,18 @@ def plan_anytime(h: Hypothesis, *, means: dict[int, float], sd_launch_log: float
                 notes[p.id] = PlanRow(p.id, p.kind, math.exp(comp.effect_log), None, None, None, None, None,
                                       ON_THRESHOLD)
     missing = [r.prediction for r in notes.values() if r.kind != "launches" and r.note != ON_THRESHOLD]
+    m = sum(1 for p in h.predictions if not isinstance(p, Launches))  # the analysis's m (section 8)
     curve = None
-    if comps and not missing:
-        curve = simulate_anytime(comps, var, alpha=alpha, comparisons=len(comps), block=block,
+    if comps:
+        curve = simulate_anytime(comps, var, alpha=alpha, comparisons=m, block=block,
                                  max_launches=block * (MAX_LAUNCHES // block), sims=sims, seed=seed,
                                  slow_prob=slow_launch_prob, slow_factor=slow_launch_factor, until_power=power,
                                  at_least=at_least)
     with_target = [c.prediction for c in comps if c.target]
+    whole = curve is not None and curve.hypothesis_target is not None and not missing  # the hypothesis is judged
     cap = None
     if curve is not None:
-        cap = curve.smallest(power) if curve.hypothesis_target else curve.smallest(power, with_target)
+        cap = curve.smallest(power) if whole else curve.smallest(power, with_target)
     rows: list[PlanRow] = []
     for p in h.predictions:
         if p.id in notes:
@@ -479,19 +481,22 @@ def plan_anytime(h: Hypothesis, *, means: dict[int, float], sd_launch_log: float
         rows.append(PlanRow(p.id, p.kind, math.exp(comp.effect_log), comp.target, own,
                             own * len(conds) if own else None, own * per_round if own else None, pw, note))
     if curve is None:
-        why = ("no comparison prediction to plan" if not comps else
-               f"no assumed metric for a condition that {', '.join(missing)} compares")
-        return AnytimePlan(block, power, None, rows, {}, None, None, None, None, None, None, sims, None, why)
+        return AnytimePlan(block, power, None, rows, {}, None, None, None, None, None, None, sims, None,
+                           "no comparison prediction to plan")
     k = curve.at(cap) if cap else len(curve.caps) - 1
     shown = cap or curve.caps[-1]
+    note = "" if cap else f"power {power} not reachable within {MAX_LAUNCHES} launches per condition"
+    if missing:
+        note = (note + "; " if note else "") + (f"without an assumed metric for {', '.join(missing)}: the cap and "
+                                                f"the stopping time leave it out, so read them as lower bounds")
     return AnytimePlan(
         block=block, power=power, cap=cap, rows=rows,
         power_at_cap={c.prediction: curve.power[c.prediction][k] for c in comps if c.target},
-        hypothesis_target=curve.hypothesis_target,
-        hypothesis_power=curve.hypothesis[k] if curve.hypothesis else None,
+        hypothesis_target=curve.hypothesis_target if whole else None,
+        hypothesis_power=curve.hypothesis[k] if whole and curve.hypothesis else None,
         expected_launches=curve.launches[k], expected_launches_se=curve.launches_se[k],
         expected_wall_s=curve.launches[k] * per_round, max_wall_s=shown * per_round, sims=sims, curve=curve,
-        note="" if cap else f"power {power} not reachable within {MAX_LAUNCHES} launches per condition")
+        note=note)
 
 
 @lru_cache(maxsize=256)

@@ -150,3 +150,13 @@ def test_plan_command_under_anytime(workdir):
     assert "launches per condition on average" in text and "±" in text
     assert "figures do not apply under design.analysis=anytime" in text
     assert "inflation factor" not in text  # the group-sequential line is not printed
+
+
+def test_plan_anytime_plans_the_others_when_a_prediction_has_no_assumed_metric():
+    h = _seed()
+    p = planning.plan_anytime(h, means={0: 92.6, 1: 54.1, 3: 96.1}, sd_launch_log=0.006, sd_request_log=CAL_SDR,
+                              requests=3, power=0.9, sims=500)
+    by = {r.prediction: r for r in p.rows}
+    assert "no assumed metric" in by["neutral_for_baseline"].note
+    assert by["helps_eagle3"].launches_per_condition and p.cap == by["helps_eagle3"].launches_per_condition
+    assert p.hypothesis_power is None and "lower bounds" in p.note
