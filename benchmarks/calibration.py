@@ -237,14 +237,20 @@ def print_checks(checks: list[tuple[str, bool, str]], t0: float) -> None:
     print(f"\n{sum(ok for _, ok, _ in checks)}/{len(checks)} checks pass; {time.time() - t0:.0f} s")
 
 
+def seed_assumptions() -> dict[str, Any]:
+    """This noise model and the seed's effects as the keyword arguments of `planning.plan` / `plan_anytime`."""
+    sdr = {0: SD_REQUEST, 1: math.hypot(SD_REQUEST, SD_ACCEPT), 2: SD_REQUEST, 3: math.hypot(SD_REQUEST, SD_ACCEPT)}
+    return {"means": scenarios()[-1].ratios, "sd_launch_log": SD_LAUNCH, "sd_request_log": sdr,
+            "requests": REQUESTS, "warmup": WARMUP, "slow_launch_prob": SLOW_PROB,
+            "slow_launch_factor": 1 / SLOW_FACTOR}
+
+
 def _seed_plan() -> int:
     """The fixed n a user gets from `plan` for the seed's effects (power 0.9, slow launches included)."""
     from framework.planning import launches_for_hypothesis, plan
 
-    sdr = {0: SD_REQUEST, 1: math.hypot(SD_REQUEST, SD_ACCEPT), 2: SD_REQUEST, 3: math.hypot(SD_REQUEST, SD_ACCEPT)}
     seed = scenarios()[-1]
-    rows = plan(seed.h, means=seed.ratios, sd_launch_log=SD_LAUNCH, sd_request_log=sdr, power=0.9,
-                slow_launch_prob=SLOW_PROB, slow_launch_factor=1 / SLOW_FACTOR)
+    rows = plan(seed.h, **seed_assumptions(), power=0.9)
     planned = launches_for_hypothesis(rows)
     print("planning.plan on the seed's effects (power 0.9, slow launches included): "
           + ", ".join(f"{r.prediction} {r.launches_per_condition}" for r in rows) + f" -> {planned} launches/condition")

@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import calibration as cal  # noqa: E402
 from framework.analysis import analyze  # noqa: E402
+from framework.planning import plan_anytime  # noqa: E402
 from framework.spec import Hypothesis  # noqa: E402
 from framework.stats.anytime import log_e_rate  # noqa: E402
 from framework.stats.extension import inflated_alpha  # noqa: E402
@@ -185,6 +186,14 @@ def main(argv: list[str] | None = None) -> int:
               f"after every block of 2 {np.mean(even):.2f}±{sd2:.2f}")
         print("  (benchmarks/calibration.py, same noise model: group-sequential 5.84±0.08 launches at power 0.953; "
               "fixed design 10 launches for power 0.944)")
+        every, pairs = (plan_anytime(seed_sc.h, **cal.seed_assumptions(), alpha=ALPHA, block=b, at_least=CAP).curve
+                        for b in (1, 2))
+        k1, k2 = every.at(CAP), pairs.at(CAP)
+        p1 = every.hypothesis[k1]
+        print(f"  plan's model (framework.planning.simulate_anytime, same noise model, {every.sims} runs): "
+              f"P(all three supported) = {cal._fmt(p1, math.sqrt(p1 * (1 - p1) / every.sims))}; mean launches "
+              f"{every.launches[k1]:.2f}±{every.launches_se[k1]:.2f} (every launch), "
+              f"{pairs.launches[k2]:.2f}±{pairs.launches_se[k2]:.2f} (blocks of 2)")
 
         aa = next(sc for sc in all_sc if sc.name == "increase e=0, A/A, EAGLE noise")
         res = list(pool.map(extend_one, [(aa, i, SEED + 200) for i in range(n_sims)], chunksize=chunk))
