@@ -160,3 +160,14 @@ def test_plan_anytime_plans_the_others_when_a_prediction_has_no_assumed_metric()
     assert "no assumed metric" in by["neutral_for_baseline"].note
     assert by["helps_eagle3"].launches_per_condition and p.cap == by["helps_eagle3"].launches_per_condition
     assert p.hypothesis_power is None and "lower bounds" in p.note
+
+
+def test_plan_anytime_from_a_pilot_run():
+    """The pilot's assumptions (pilot_assumptions, shared with the Welch plan) feed the anytime model too."""
+    from stats_rows import simulate
+
+    h = _seed()
+    rows = simulate(h, SEED_MEANS, sd_request=CAL_SDR, seed=3)
+    p = planning.plan_anytime(h, **planning.pilot_assumptions(h, rows), power=0.9, sims=500)
+    assert p.cap and p.hypothesis_target == "supported" and p.hypothesis_power >= 0.9
+    assert p.expected_wall_s > 0  # costs measured from the rows
