@@ -50,10 +50,15 @@ def test_a_stopped_framework_stops_its_server_and_says_where_to_resume(workdir, 
                              "design.launches=2", "backend.speedup=2", f"hydra.run.dir={workdir / 'run'}"],
                             cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=run_env(workdir))
-    deadline = time.monotonic() + 60
-    while not own_servers(workdir) and time.monotonic() < deadline:
+    trials = workdir / "run" / "trials.jsonl"
+
+    def measuring() -> bool:  # a server is up and its launch row written: the signal lands in the workload
+        return bool(own_servers(workdir)) and trials.exists() and '"kind":"launch"' in trials.read_text()
+
+    deadline = time.monotonic() + 120
+    while not measuring() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert own_servers(workdir), "no server was started"
+    assert measuring(), "no server was started"
     proc.send_signal(sig)
     err = proc.communicate(timeout=60)[1]
     assert no_servers_left(workdir)

@@ -367,7 +367,9 @@ class _LoopLag:
             try:
                 await self._task
             except asyncio.CancelledError:
-                pass
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():  # our own cancellation (an interrupt): pass it on
+                    raise
 
 
 def _quantiles(values: list[float]) -> dict[str, float | None]:

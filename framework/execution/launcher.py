@@ -134,15 +134,25 @@ atexit.register(_stop_all)
 
 
 def install_signal_handlers() -> None:
-    """Turn SIGTERM/SIGHUP into SystemExit so `finally` blocks and atexit stop the servers."""
+    """Turn SIGTERM/SIGHUP into SystemExit and SIGINT into KeyboardInterrupt, so `finally` blocks stop the servers.
+
+    SIGINT gets a handler of our own although Python's default raises KeyboardInterrupt too: with the
+    default in place, `asyncio.run` (the client) swaps in one that only cancels the running task, and
+    a workload that records a cancelled request as a row and returns would swallow the Ctrl-C; the
+    run would go on measuring. A handler that raises leaves the interrupt to propagate.
+    """
     if threading.current_thread() is not threading.main_thread():
         return
 
     def _exit(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)
 
+    def _interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _exit)
+    signal.signal(signal.SIGINT, _interrupt)
 
 
 def _pdeathsig_preexec() -> None:  # runs in the child between fork and exec

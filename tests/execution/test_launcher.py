@@ -140,3 +140,29 @@ def test_a_server_still_dying_counts_as_crashed_when_given_a_moment(tmp_path):
 def test_waiting_for_a_healthy_server_to_die_returns_none(tmp_path):
     with ServerProcess(spec(tmp_path)) as server:
         assert server.exited_on_its_own(wait_s=0.2) is None
+
+
+def test_ctrl_c_is_not_swallowed_by_a_workload_that_records_cancelled_requests():
+    # asyncio.run, under Python's default SIGINT handler, only cancels its task on Ctrl-C; the client
+    # records a cancelled request as a row and returns, so the run went on measuring (exit 0, not 130)
+    import asyncio
+
+    from framework.execution.launcher import install_signal_handlers
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+    async def workload() -> str:
+        asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), signal.SIGINT)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            return "a cancelled row, and on to the next launch"
+        return "finished"
+
+    try:
+        install_signal_handlers()
+        with pytest.raises(KeyboardInterrupt):
+            asyncio.run(workload())
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
