@@ -184,7 +184,10 @@ def plan_command(args: list[str]) -> int:
     else:
         measurement = None
         backend_cfg: dict[str, Any] = OmegaConf.to_container(cfg.backend, resolve=True)  # type: ignore[assignment]
-        if str(kv.get("probe", "true")).lower() not in ("false", "0", "no") and backend_cfg.get("name") == "sim":
+        from framework.execution.backends import BACKENDS
+
+        row = BACKENDS.get(str(backend_cfg.get("name")))
+        if str(kv.get("probe", "true")).lower() not in ("false", "0", "no") and row is not None and row.simulated:
             measurement = probe_measurement_noise(h, exp, backend_cfg, launches=PROBE_LAUNCHES,
                                                   requests=PROBE_REQUESTS)
         try:
