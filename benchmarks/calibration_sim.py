@@ -1,0 +1,231 @@
+"""Calibration through the real sim: the power `plan` prints against the verdicts of real runs, once per kind.
+
+benchmarks/calibration.py checks the decision rules on rows drawn from the sim's noise model, with no
+server. This one goes through what a user runs. For each prediction kind (ratio `increase`, ratio
+`decrease`, `equivalent`, `interaction`, `launches`) it writes a small hypothesis on the seed's rig
+(profile rtx_pro_6000_tp8, 2 requests + 1 warm-up per launch), asks `python -m framework plan
+hypothesis=... power=0.7` for a design (plan probes this machine's measurement noise first, as it
+does for a user), reads the launches per condition and the power it prints for them, then runs that
+fixed design R times through `python -m framework run` (real sim processes over HTTP, recorded seeds
+1..R, one run after another unless `--jobs 2`) and counts each run's verdict for the prediction in
+the ledger. It prints, per kind: the planned power, the observed rate with its binomial MC-SE and
+Clopper-Pearson 95% interval, whether |observed - planned| <= 2 x the combined MC-SE (the run's
+binomial SE at the planned power and plan's own Monte Carlo SE, `planning.DRAWS` draws), and the
+wall time.
+
+The thresholds (min_effect, margin) were chosen once, from `planning.power_of` on the sim's model
+of the rig, so that plan lands at 3-4 launches per condition with power 0.6-0.9 (an informative
+range), before any of these runs was made; nothing is tuned to the verdicts. `launches`: a clean
+level (expect starts) and a level whose server crashes at start-up (sim fault flag
+`--sim-fault-crash-at-start`, expect fails): plan does not model launch outcomes (it plans one
+launch and says they are counts), so the observed counts are reported against the rule's
+definition (a deterministic fault: every run should support both).
+
+    nice python benchmarks/calibration_sim.py --runs 30     # the figures in docs/statistics.md s9
+    nice python benchmarks/calibration_sim.py --quick       # 3 runs per kind, a smoke run
+
+The sims start at once (`--sim-startup-s 0`, for plan's probe too): start-up time is wall time only,
+not part of the measured noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from framework import planning  # noqa: E402
+
+POWER = 0.7  # what plan is asked for; it prints the power of the launches it chooses
+FAST = 'backend.extra_args=[--sim-startup-s,"0"]'
+EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "lmsys/SGLang-EAGLE3-DeepSeek-V3",
+          "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+FUSION = ["--enable-flashinfer-allreduce-fusion"]
+FUSION_FACTOR = {"reference": "off", "levels": {"off": {}, "on": {"server_args": FUSION}}}
+DECODING_FACTOR = {"reference": "baseline", "levels": {"baseline": {}, "eagle3": {"server_args": EAGLE3}}}
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str  # the prediction kind, and the hypothesis's name
+    factors: dict[str, Any]
+    predictions: list[dict[str, Any]]
+
+    def hypothesis(self) -> dict[str, Any]:
+        return {"name": f"calib_{self.name}", "statement": f"calibration of the {self.name} rule on the real sim",
+                "experiment": "rtx_pro_6000_tp8", "metric": "decode_tok_s", "factors": self.factors,
+                "predictions": self.predictions, "design": {"launches": 3, "requests": 2, "warmup": 1, "seed": 1}}
+
+
+# The sim's model of the rig (decode_tok_s): baseline 92.60 (fusion off) / 92.70 (on); EAGLE-3 54.03 / 96.22;
+# EAGLE-3 adds a 6.3% per-request sd (accept length), baseline 0.4%; launches 0.6% plus 3% slow ones (8%).
+KINDS = [
+    # EAGLE-3 with fusion on / off: true ratio 1.781
+    Kind("increase", {"fusion": {"reference": "off", "levels": {"off": {"server_args": EAGLE3},
+                                                                "on": {"server_args": EAGLE3 + FUSION}}}},
+         [{"id": "faster", "kind": "increase", "factor": "fusion", "level": "on", "min_effect": 0.58}]),
+    # EAGLE-3 against baseline decode, fusion off: true ratio 0.583
+    Kind("decrease", {"decoding": DECODING_FACTOR},
+         [{"id": "slower", "kind": "decrease", "factor": "decoding", "level": "eagle3", "min_effect": 0.37}]),
+    # baseline decode with fusion on / off: true ratio 1.001
+    Kind("equivalent", {"fusion": FUSION_FACTOR},
+         [{"id": "same", "kind": "equivalent", "factor": "fusion", "level": "on", "margin": 0.02}]),
+    # fusion helps EAGLE-3 more than baseline decode: true ratio of ratios 1.779
+    Kind("interaction", {"fusion": FUSION_FACTOR, "decoding": DECODING_FACTOR},
+         [{"id": "more", "kind": "interaction", "factor": "fusion", "level": "on", "by": "decoding",
+           "by_level": "eagle3", "direction": "larger", "min_effect": 0.62}]),
+    Kind("launches", {"fault": {"reference": "none", "levels": {
+        "none": {}, "crash": {"server_args": ["--sim-fault-crash-at-start", "3"]}}}},
+         [{"id": "clean_starts", "kind": "launches", "where": {"fault": "none"}, "expect": "starts"},
+          {"id": "crash_fails", "kind": "launches", "where": {"fault": "crash"}, "expect": "fails",
+           "match": "fault injected: crash at start"}]),
+]
+
+
+@dataclass(frozen=True)
+class Planned:
+    launches: int
+    power: float | None  # None: plan gives no power (launch outcomes)
+    target: str  # the verdict the assumed truth implies
+    probe: str  # what plan's probe measured, as it printed it
+
+
+def framework(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "framework", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=1800)
+
+
+def common_args(kind: Kind, tmp: Path) -> list[str]:
+    return [f"hypothesis=calib_{kind.name}", f"paths.hypotheses={tmp / 'hyp'}",
+            f"paths.experiments={ROOT / 'experiments'}", FAST]
+
+
+def plan_kind(kind: Kind, tmp: Path, power: float) -> Planned:
+    """What `python -m framework plan` prints for this kind: launches per condition and their power."""
+    out = framework(["plan", *common_args(kind, tmp), f"power={power}"], tmp)
+    if out.returncode != 0:
+        raise SystemExit(f"plan failed for {kind.name}: {out.stderr[-2000:]}")
+    text = " ".join(out.stdout.split())  # rich wraps long lines
+    probe = re.search(r"probed now .*?: (between launches .*?) \(probe=false", text)
+    whole = re.search(r"whole hypothesis: (\d+) launches per condition", text)
+    if whole is None:
+        raise SystemExit(f"plan printed no launches for {kind.name}:\n{out.stdout}")
+    pid = kind.predictions[0]["id"]
+    found = re.search(rf"{pid}: power ([0-9.]+) to be (supported|refuted) at (\d+) launches per condition", text)
+    if found:
+        return Planned(int(found.group(3)), float(found.group(1)), found.group(2), probe.group(1) if probe else "-")
+    if "launch outcomes are counts" not in text:
+        raise SystemExit(f"plan printed no power for {kind.name}:\n{out.stdout}")
+    return Planned(int(whole.group(1)), None, "supported", probe.group(1) if probe else "-")
+
+
+def run_kind_once(kind: Kind, tmp: Path, launches: int, seed: int) -> tuple[Path, int, float]:
+    """One fixed-design run of `launches` per condition; the verdict goes to the kind's ledger."""
+    run_dir = tmp / "runs" / f"{kind.name}-{seed}"
+    t0 = time.time()
+    out = framework(["run", *common_args(kind, tmp), f"design.launches={launches}", "design.sequential=false",
+                     f"design.seed={seed}", f"hydra.run.dir={run_dir}", f"ledger={tmp / f'{kind.name}.jsonl'}",
+                     "progress=false", "report=false"], tmp)
+    return run_dir, out.returncode, time.time() - t0
+
+
+def ledger_verdicts(path: Path) -> dict[str, dict[str, str]]:
+    """Per run directory: each prediction's verdict, as the ledger's verdict records give it."""
+    out: dict[str, dict[str, str]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            rec = json.loads(line) if line.strip() else {}
+            if rec.get("kind") == "verdict":  # the ledger also holds the hypothesis's registration
+                out[str(Path(rec["run_dir"]).resolve())] = {p["id"]: p["verdict"] for p in rec["predictions"]}
+    return out
+
+
+def summarize(kind: Kind, planned: Planned, verdicts: list[dict[str, str] | None], walls: list[float]) -> str:
+    """One kind's line: planned power, observed rate (binomial SE, Clopper-Pearson 95%), the 2-SE check, time."""
+    runs = len(verdicts)
+    ids = [p["id"] for p in kind.predictions]
+    hits = sum(1 for v in verdicts if v is not None and all(v.get(i) == planned.target for i in ids))
+    missing = sum(1 for v in verdicts if v is None)
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        for i in ids:
+            key = f"{i} {v.get(i, 'none') if v else 'no record'}"
+            counts[key] = counts.get(key, 0) + 1
+    rate = hits / runs
+    ci = stats.binomtest(hits, runs).proportion_ci(method="exact")
+    se_obs = math.sqrt(rate * (1 - rate) / runs)
+    wall = f"{sum(walls):.0f} s ({sum(walls) / runs:.1f} s per run)"
+    detail = ", ".join(f"{k}: {c}" for k, c in sorted(counts.items()))
+    if planned.power is None:
+        return (f"{kind.name:11s} plan: {planned.launches} launch/condition, no power (launch outcomes are counts); "
+                f"observed {planned.target} {hits}/{runs} = {rate:.3f} [CP95 {ci.low:.3f}, {ci.high:.3f}]; rule's "
+                f"definition: a crash at start fails every time, so {runs}/{runs} expected -> "
+                f"{'as defined' if hits == runs else 'NOT as defined'}; {wall}; {detail}"
+                + (f"; {missing} runs left no record" if missing else ""))
+    p = planned.power
+    se = math.sqrt(p * (1 - p) / runs + p * (1 - p) / planning.DRAWS)  # this run's binomial SE + plan's MC SE
+    ok = abs(rate - p) <= 2 * se
+    return (f"{kind.name:11s} plan: {planned.launches} launches/condition, power {p:.3f} to be {planned.target}; "
+            f"observed {hits}/{runs} = {rate:.3f} +- {se_obs:.3f} [CP95 {ci.low:.3f}, {ci.high:.3f}]; "
+            f"|obs - plan| = {abs(rate - p):.3f} vs 2 x combined MC-SE {2 * se:.3f}: "
+            f"{'MATCH' if ok else 'MISMATCH'}; {wall}; {detail}" + (f"; {missing} runs left no record" if missing else ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=30, help="runs per kind (seeds 1..N)")
+    ap.add_argument("--quick", action="store_true", help="3 runs per kind: a smoke run, no figure")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at a time (the machine's other users count too)")
+    ap.add_argument("--kinds", nargs="*", default=[k.name for k in KINDS], choices=[k.name for k in KINDS])
+    ap.add_argument("--power", type=float, default=POWER, help="the power plan is asked for")
+    args = ap.parse_args(argv)
+    runs = 3 if args.quick else args.runs
+    kinds = [k for k in KINDS if k.name in args.kinds]
+    t_all = time.time()
+    print(f"plan power={args.power}, then {runs} fixed-design runs per kind (seeds 1..{runs}), {args.jobs} at a time; "
+          f"load average at start {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    lines = []
+    with tempfile.TemporaryDirectory() as td:
+        tmp = Path(td)
+        (tmp / "hyp").mkdir()
+        for kind in kinds:
+            (tmp / "hyp" / f"calib_{kind.name}.yaml").write_text(yaml.safe_dump(kind.hypothesis(), sort_keys=False))
+        for kind in kinds:
+            t0 = time.time()
+            planned = plan_kind(kind, tmp, args.power)
+            print(f"{kind.name}: plan ({time.time() - t0:.0f} s) -> {planned.launches} launches/condition, "
+                  f"power {planned.power if planned.power is not None else '-'} to be {planned.target}; "
+                  f"probe: {planned.probe}", flush=True)
+            with ThreadPoolExecutor(args.jobs) as pool:
+                done = list(pool.map(lambda s: run_kind_once(kind, tmp, planned.launches, s), range(1, runs + 1)))
+            recorded = ledger_verdicts(tmp / f"{kind.name}.jsonl")
+            verdicts = [recorded.get(str(d.resolve())) for d, _, _ in done]
+            for seed, ((_, rc, wall), v) in enumerate(zip(done, verdicts), 1):
+                print(f"  seed {seed:3d}: exit {rc} {wall:5.1f} s  {v}", flush=True)
+            lines.append(summarize(kind, planned, verdicts, [w for _, _, w in done]))
+            print(lines[-1], flush=True)
+    print(f"\nsummary ({time.time() - t_all:.0f} s in all; load average at the end {os.getloadavg()[0]:.1f}):")
+    for line in lines:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
