@@ -21,8 +21,8 @@ level (expect starts) and a level whose server crashes at start-up (sim fault fl
 launch and says they are counts), so the observed counts are reported against the rule's
 definition (a deterministic fault: every run should support both).
 
-    nice python benchmarks/calibration_sim.py --runs 30     # the figures in docs/statistics.md s9
-    nice python benchmarks/calibration_sim.py --quick       # 3 runs per kind, a smoke run
+    nice python benchmarks/calibration_sim.py --runs 40 --jobs 2   # the figures in docs/statistics.md s9 (25 min)
+    nice python benchmarks/calibration_sim.py --quick              # 3 runs per kind, a smoke run
 
 The sims start at once (`--sim-startup-s 0`, for plan's probe too): start-up time is wall time only,
 not part of the measured noise.
@@ -122,17 +122,22 @@ def plan_kind(kind: Kind, tmp: Path, power: float) -> Planned:
     out = framework(["plan", *common_args(kind, tmp), f"power={power}"], tmp)
     if out.returncode != 0:
         raise SystemExit(f"plan failed for {kind.name}: {out.stderr[-2000:]}")
-    text = " ".join(out.stdout.split())  # rich wraps long lines
+    return parse_plan(kind, out.stdout)
+
+
+def parse_plan(kind: Kind, stdout: str) -> Planned:
+    """The figures plan printed: its power for the kind's (first) prediction, or none for launch outcomes."""
+    text = " ".join(stdout.split())  # rich wraps long lines
     probe = re.search(r"probed now .*?: (between launches .*?) \(probe=false", text)
     whole = re.search(r"whole hypothesis: (\d+) launches per condition", text)
     if whole is None:
-        raise SystemExit(f"plan printed no launches for {kind.name}:\n{out.stdout}")
+        raise SystemExit(f"plan printed no launches for {kind.name}:\n{stdout}")
     pid = kind.predictions[0]["id"]
     found = re.search(rf"{pid}: power ([0-9.]+) to be (supported|refuted) at (\d+) launches per condition", text)
     if found:
         return Planned(int(found.group(3)), float(found.group(1)), found.group(2), probe.group(1) if probe else "-")
     if "launch outcomes are counts" not in text:
-        raise SystemExit(f"plan printed no power for {kind.name}:\n{out.stdout}")
+        raise SystemExit(f"plan printed no power for {kind.name}:\n{stdout}")
     return Planned(int(whole.group(1)), None, "supported", probe.group(1) if probe else "-")
 
 
@@ -211,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.time()
             planned = plan_kind(kind, tmp, args.power)
             print(f"{kind.name}: plan ({time.time() - t0:.0f} s) -> {planned.launches} launches/condition, "
-                  f"power {planned.power if planned.power is not None else '-'} to be {planned.target}; "
+                  f"power {'-' if planned.power is None else f'{planned.power:.3f}'} to be {planned.target}; "
                   f"probe: {planned.probe}", flush=True)
             with ThreadPoolExecutor(args.jobs) as pool:
                 done = list(pool.map(lambda s: run_kind_once(kind, tmp, planned.launches, s), range(1, runs + 1)))
