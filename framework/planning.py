@@ -23,6 +23,7 @@ import numpy as np
 
 from framework.design import conditions, matching
 from framework.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
+from framework.stats.anytime import launches_to_support
 
 MAX_LAUNCHES = 1000
 ON_THRESHOLD = "assumed effect sits on the threshold: no verdict has power above alpha"
@@ -305,7 +306,7 @@ def simulate_anytime(comps: list[Comparison], var_cells: dict[int, float], *, al
                      block: int, max_launches: int, sims: int = ANYTIME_SIMS, seed: int = 0,
                      slow_prob: float = 0.0, slow_factor: float = 1.0,
                      until_power: float | None = None, at_least: int = 0,
-                     noise: np.ndarray | None = None) -> AnytimeCurve:
+                     noise: np.ndarray | None = None, launch_rules: dict[str, int] | None = None) -> AnytimeCurve:
     """Simulate runs under `design.analysis: anytime` with a look after every block, jointly for all comparisons.
 
     Why joint: the run stops when every prediction is decided, so the predictions' stopping times
@@ -316,8 +317,10 @@ def simulate_anytime(comps: list[Comparison], var_cells: dict[int, float], *, al
     sequences (its `critical_t`), at `alpha` for the predictions and `alpha / comparisons` for the
     hypothesis-level refutation (docs/statistics.md sections 8 and 10). Mirrors
     `analysis.sequential_look`: at each look every prediction is decided at the full alpha and the
-    run stops when none is inconclusive, or at the cap. Launch-outcome predictions are assumed
-    decided at the first look, as stated. Stops simulating at `max_launches`, when every path has
+    run stops when none is inconclusive, or at the cap. Launch-outcome predictions (`launch_rules`:
+    id -> launches per condition from which their e-process supports them, `launch_decided_at`) are
+    assumed to have the expected outcome at every launch: undecided before that, supported from the
+    first look at or past it; they never refute. Stops simulating at `max_launches`, when every path has
     stopped, or once the hypothesis and every prediction with a target reach `until_power` (not
     before `at_least` launches). `noise` (sims x launches x cells, in sorted cell order) replaces the
     draws: the same data the analysis sees, to check that this mirrors it.
@@ -332,18 +335,20 @@ def simulate_anytime(comps: list[Comparison], var_cells: dict[int, float], *, al
             w[i, cells.index(c)] += x
     sd = np.sqrt([var_cells[c] for c in cells])
     effect = np.array([comp.effect_log for comp in comps])
-    targets = [comp.target for comp in comps]
-    hyp_target = (None if not comps or any(t is None for t in targets)
+    launch_rules = launch_rules or {}
+    targets = [comp.target for comp in comps] + ["supported"] * len(launch_rules)
+    hyp_target = (None if not targets or any(t is None for t in targets)
                   else "supported" if all(t == "supported" for t in targets) else "refuted")
     a_refute = alpha / max(1, comparisons)
     rng = np.random.default_rng([seed, sims])
     shape = (sims, len(comps))
     s1, s2 = np.zeros(shape), np.zeros(shape)
     lo, hi, lo_r, hi_r = (np.full(shape, v) for v in (-np.inf, np.inf, -np.inf, np.inf))
-    frozen = np.zeros(shape, dtype=np.int8)  # verdicts at the stop of paths that stopped
+    ids = [comp.prediction for comp in comps] + list(launch_rules)
+    frozen = np.zeros((sims, len(ids)), dtype=np.int8)  # verdicts at the stop of paths that stopped
     frozen_refuted = np.zeros(sims, dtype=bool)  # hypothesis refuted at their stop
     stopped_at = np.zeros(sims, dtype=int)  # 0: not stopped yet
-    curve: dict[str, Any] = {"caps": [], "power": {comp.prediction: [] for comp in comps}, "hypothesis": [],
+    curve: dict[str, Any] = {"caps": [], "power": {i: [] for i in ids}, "hypothesis": [],
                              "launches": [], "launches_se": []}
     for n in range(1, max_launches + 1):
         if noise is not None:
@@ -366,9 +371,11 @@ def simulate_anytime(comps: list[Comparison], var_cells: dict[int, float], *, al
                     np.minimum(high_b, np.where(spread, mean + half, np.inf), out=high_b)
         if n % block and n != max_launches:
             continue
-        v = np.stack([_verdict_codes(lo[:, i], hi[:, i], comp) for i, comp in enumerate(comps)], axis=1)
-        refuted = v == _REFUTED
-        if comparisons > 1:
+        v = np.stack([_verdict_codes(lo[:, i], hi[:, i], comp) for i, comp in enumerate(comps)]
+                     + [np.full(sims, _SUPPORTED if n >= at else _UNDECIDED, dtype=np.int64)
+                        for at in launch_rules.values()], axis=1)
+        refuted = v[:, :len(comps)] == _REFUTED
+        if comparisons > 1 and comps:
             again = np.stack([_verdict_codes(lo_r[:, i], hi_r[:, i], comp) for i, comp in enumerate(comps)], axis=1)
             refuted &= again == _REFUTED
         hyp_refuted = refuted.any(axis=1)
@@ -377,9 +384,9 @@ def simulate_anytime(comps: list[Comparison], var_cells: dict[int, float], *, al
         refuted_at_stop = np.where(active, hyp_refuted, frozen_refuted)
         launches = np.where(active, n, stopped_at)
         curve["caps"].append(n)
-        for i, comp in enumerate(comps):
-            code = _SUPPORTED if comp.target == "supported" else _REFUTED
-            curve["power"][comp.prediction].append(float(np.mean(at_stop[:, i] == code)) if comp.target else math.nan)
+        for i, (pid, target) in enumerate(zip(ids, targets)):
+            code = _SUPPORTED if target == "supported" else _REFUTED
+            curve["power"][pid].append(float(np.mean(at_stop[:, i] == code)) if target else math.nan)
         if hyp_target == "supported":
             curve["hypothesis"].append(float(np.mean((at_stop == _SUPPORTED).all(axis=1))))
         elif hyp_target == "refuted":
@@ -389,12 +396,25 @@ def simulate_anytime(comps: list[Comparison], var_cells: dict[int, float], *, al
         newly = active & (v != _UNDECIDED).all(axis=1)
         frozen[newly], frozen_refuted[newly], stopped_at[newly] = v[newly], hyp_refuted[newly], n
         reached = until_power is not None and all(
-            p[-1] >= until_power for comp, p in zip(comps, curve["power"].values()) if comp.target) and (
+            p[-1] >= until_power for target, p in zip(targets, curve["power"].values()) if target) and (
             hyp_target is None or curve["hypothesis"][-1] >= until_power)
         if not (stopped_at == 0).any() or (reached and n >= at_least):
             break
     return AnytimeCurve(curve["caps"], curve["power"], curve["hypothesis"] if hyp_target else None, hyp_target,
                         curve["launches"], curve["launches_se"], sims)
+
+
+def launch_decided_at(h: Hypothesis, p: Launches, alpha: float) -> int:
+    """Launches per condition from which the anytime rule supports `p` when every launch has the expected outcome.
+
+    Why: plan takes the assumed truth, and for a launch-outcome prediction that is the outcome it
+    expects, every time. Its e-process (section 10) looks at the end of every replicate, when
+    each of the `matched` conditions has one more launch; with all n launches as expected E_n
+    grows with n, so it first reaches 1/alpha at `launches_to_support(rate, alpha)` launches, i.e.
+    after ceil(that / matched) launches per condition.
+    """
+    matched = len(matching(conditions(h), p.where))
+    return math.ceil(launches_to_support(p.rate, alpha) / max(1, matched))
 
 
 @dataclass(frozen=True)
@@ -441,9 +461,10 @@ def plan_anytime(h: Hypothesis, *, means: dict[int, float], sd_launch_log: float
     var = {c.index: _per(sd_launch_log, c.index) ** 2 + _per(sd_request_log, c.index) ** 2 / requests for c in conds}
     comps: list[Comparison] = []
     notes: dict[str, PlanRow] = {}
+    launch_rules: dict[str, int] = {}
     for p in h.predictions:
         if isinstance(p, Launches):
-            notes[p.id] = _launches_row(p, len(conds), per_round)
+            launch_rules[p.id] = launch_decided_at(h, p, alpha)
             continue
         comp = comparison(h, p, means)
         if isinstance(comp, str):
@@ -454,14 +475,14 @@ def plan_anytime(h: Hypothesis, *, means: dict[int, float], sd_launch_log: float
                 notes[p.id] = PlanRow(p.id, p.kind, math.exp(comp.effect_log), None, None, None, None, None,
                                       ON_THRESHOLD)
     missing = [r.prediction for r in notes.values() if r.kind != "launches" and r.note != ON_THRESHOLD]
-    m = sum(1 for p in h.predictions if not isinstance(p, Launches))  # the analysis's m (section 8)
+    m = len(h.predictions)  # the analysis's m under anytime: launch outcomes are tests too (section 8)
     curve = None
-    if comps:
+    if comps or launch_rules:
         curve = simulate_anytime(comps, var, alpha=alpha, comparisons=m, block=block,
                                  max_launches=block * (MAX_LAUNCHES // block), sims=sims, seed=seed,
                                  slow_prob=slow_launch_prob, slow_factor=slow_launch_factor, until_power=power,
-                                 at_least=at_least)
-    with_target = [c.prediction for c in comps if c.target]
+                                 at_least=at_least, launch_rules=launch_rules)
+    with_target = [c.prediction for c in comps if c.target] + list(launch_rules)
     whole = curve is not None and curve.hypothesis_target is not None and not missing  # the hypothesis is judged
     cap = None
     if curve is not None:
@@ -471,11 +492,20 @@ def plan_anytime(h: Hypothesis, *, means: dict[int, float], sd_launch_log: float
         if p.id in notes:
             rows.append(notes[p.id])
             continue
-        comp = next(c for c in comps if c.prediction == p.id)
         assert curve is not None
         own = curve.smallest(power, [p.id])
         k = curve.at(own) if own else len(curve.caps) - 1
         pw = curve.power[p.id][k]
+        if isinstance(p, Launches):
+            need = launches_to_support(p.rate, alpha)
+            matched = len(matching(conds, p.where))
+            rows.append(PlanRow(p.id, p.kind, None, "supported", own, own * len(conds) if own else None,
+                                own * per_round if own else None, pw,
+                                f"assuming every launch has the expected outcome ({p.expect}): its e-process "
+                                f"supports rate > {p.rate:g} after {need} such launches over its {matched} "
+                                f"condition(s), {launch_rules[p.id]} per condition, so from a cap of {own}"))
+            continue
+        comp = next(c for c in comps if c.prediction == p.id)
         note = (f"power {pw:.3f} to be {comp.target} by a cap of {own} launches per condition" if own else
                 f"power {power} not reachable within {MAX_LAUNCHES} launches per condition")
         rows.append(PlanRow(p.id, p.kind, math.exp(comp.effect_log), comp.target, own,
@@ -491,7 +521,7 @@ def plan_anytime(h: Hypothesis, *, means: dict[int, float], sd_launch_log: float
                                                 f"the stopping time leave it out, so read them as lower bounds")
     return AnytimePlan(
         block=block, power=power, cap=cap, rows=rows,
-        power_at_cap={c.prediction: curve.power[c.prediction][k] for c in comps if c.target},
+        power_at_cap={i: curve.power[i][k] for i in with_target},
         hypothesis_target=curve.hypothesis_target if whole else None,
         hypothesis_power=curve.hypothesis[k] if whole and curve.hypothesis else None,
         expected_launches=curve.launches[k], expected_launches_se=curve.launches_se[k],

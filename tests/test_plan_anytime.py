@@ -29,10 +29,19 @@ CAL_SDR = {0: 0.004, 1: math.hypot(0.004, 0.04), 2: 0.004, 3: math.hypot(0.004, 
 CAL_VAR = {c: 0.006 ** 2 + CAL_SDR[c] ** 2 / 3 for c in range(4)}
 
 
-def _seed(**design) -> Hypothesis:
+# launch-outcome predictions on the seed's conditions: decided (all as expected) at 7 and ceil(7 / 4) = 2 launches
+LAUNCH_PREDICTIONS = [
+    {"id": "eagle3_fused_starts", "kind": "launches", "where": {"fusion": "on", "decoding": "eagle3"},
+     "expect": "starts"},
+    {"id": "every_condition_starts", "kind": "launches", "where": {}, "expect": "starts"},
+]
+
+
+def _seed(predictions: list[dict] | None = None, **design) -> Hypothesis:
     h = load_hypothesis(ROOT / "hypotheses" / "eagle3_allreduce.yaml")
     data = h.model_dump()
     data["design"].update(analysis="anytime", **design)
+    data["predictions"] += predictions or []
     return Hypothesis.model_validate(data)
 
 
@@ -50,17 +59,22 @@ def _rows(h: Hypothesis, logs: np.ndarray) -> list[dict]:
     return rows
 
 
-@pytest.mark.parametrize("block", [1, 2])
-def test_on_the_same_data_the_model_stops_and_decides_as_the_runner_does(block):
-    """simulate_anytime on given launch means == the runner's loop of sequential_look on rows of those means."""
-    h = _seed()
+@pytest.mark.parametrize("block,launch_predictions", [(1, False), (2, False), (1, True), (2, True)])
+def test_on_the_same_data_the_model_stops_and_decides_as_the_runner_does(block, launch_predictions):
+    """simulate_anytime on given launch means == the runner's loop of sequential_look on rows of those means.
+
+    With launch-outcome predictions, every launch in the rows starts and serves (the outcome they
+    expect, as the model assumes): their e-processes then hold the run until they are decided."""
+    h = _seed(LAUNCH_PREDICTIONS if launch_predictions else None)
     cap, sims = 12, 24
     rng = np.random.default_rng(7)
     # noisier than the seed so that the stopping looks, the verdicts and the cap all vary
     noise = rng.normal(0.0, 0.012, (sims, cap, 4)) - math.log(1.08) * (rng.random((sims, cap, 4)) < 0.05)
-    comps = [planning.comparison(h, p, SEED_MEANS) for p in h.predictions]
-    curve = planning.simulate_anytime(comps, {c: 1.0 for c in range(4)}, alpha=0.05, comparisons=3, block=block,
-                                      max_launches=cap, sims=sims, noise=noise)
+    comps = [planning.comparison(h, p, SEED_MEANS) for p in h.predictions if p.kind != "launches"]
+    rules = {p.id: planning.launch_decided_at(h, p, 0.05) for p in h.predictions if p.kind == "launches"}
+    assert rules == ({"eagle3_fused_starts": 7, "every_condition_starts": 2} if launch_predictions else {})
+    curve = planning.simulate_anytime(comps, {c: 1.0 for c in range(4)}, alpha=0.05, comparisons=len(h.predictions),
+                                      block=block, max_launches=cap, sims=sims, noise=noise, launch_rules=rules)
     logs = np.log([SEED_MEANS[c] for c in range(4)])
     looks = list(range(block, cap + 1, block))
     stops, supported, per = [], [], {p.id: [] for p in h.predictions}
@@ -79,7 +93,11 @@ def test_on_the_same_data_the_model_stops_and_decides_as_the_runner_does(block):
     assert curve.hypothesis[-1] == pytest.approx(np.mean(supported))
     for pid, hits in per.items():
         assert curve.power[pid][-1] == pytest.approx(np.mean(hits))
-    assert 0.1 < np.mean(supported) < 0.95 and len(set(stops)) > 2  # the check is not vacuous
+    assert 0.1 < np.mean(supported) < 0.95 and len(set(stops)) > 1 + (not launch_predictions)  # not vacuous
+    if launch_predictions:  # the launch-outcome rule held back runs that the comparisons alone would have stopped
+        alone = planning.simulate_anytime(comps, {c: 1.0 for c in range(4)}, alpha=0.05, comparisons=5, block=block,
+                                          max_launches=cap, sims=sims, noise=noise)
+        assert min(stops) == 7 + (block == 2) and alone.launches[-1] < curve.launches[-1]
 
 
 @pytest.mark.parametrize("block,launches,launches_se", [(1, 7.62, 0.15), (2, 8.32, 0.15)])
@@ -171,3 +189,30 @@ def test_plan_anytime_from_a_pilot_run():
     p = planning.plan_anytime(h, **planning.pilot_assumptions(h, rows), power=0.9, sims=500)
     assert p.cap and p.hypothesis_target == "supported" and p.hypothesis_power >= 0.9
     assert p.expected_wall_s > 0  # costs measured from the rows
+
+
+@pytest.mark.parametrize("block,cap", [(1, 7), (2, 8)])
+def test_plan_anytime_holds_launch_outcome_predictions_until_their_e_process_decides(block, cap):
+    """cuda13_unblocks_fusion: three launch-outcome predictions, one condition each, rate 0.5: all as expected,
+    each is supported at launches_to_support(0.5, 0.05) = 7 launches, so the cap and the stop are 7 in whole blocks."""
+    data = load_hypothesis(ROOT / "hypotheses" / "cuda13_unblocks_fusion.yaml").model_dump()
+    data["design"].update(analysis="anytime")
+    h = Hypothesis.model_validate(data)
+    p = planning.plan_anytime(h, means={}, sd_launch_log=0.006, sd_request_log=0.004, power=0.9, block=block, sims=200)
+    assert p.cap == cap and p.hypothesis_target == "supported" and p.hypothesis_power == 1.0
+    assert p.expected_launches == cap and p.curve.hypothesis[p.curve.at(cap - 1)] == 0.0
+    assert all(r.launches_per_condition == cap and "every launch has the expected outcome" in r.note for r in p.rows)
+
+
+def test_plan_anytime_counts_launch_outcome_predictions_in_the_hypothesis_level_m(monkeypatch):
+    """Under anytime they are tests (analysis._comparisons), so the refutation level is alpha / 5 here."""
+    h = _seed(LAUNCH_PREDICTIONS)
+    seen: dict = {}
+    simulate = planning.simulate_anytime
+    monkeypatch.setattr(planning, "simulate_anytime", lambda *a, **k: seen.update(k) or simulate(*a, **k))
+    p = planning.plan_anytime(h, means=SEED_MEANS, sd_launch_log=0.006, sd_request_log=CAL_SDR, requests=3,
+                              power=0.9, sims=500)
+    by = {r.prediction: r for r in p.rows}
+    assert by["eagle3_fused_starts"].launches_per_condition == 8 and p.cap >= 8 and p.expected_launches >= 8
+    assert p.power_at_cap["eagle3_fused_starts"] == 1.0
+    assert seen["comparisons"] == 5 and seen["launch_rules"] == {"eagle3_fused_starts": 7, "every_condition_starts": 2}
