@@ -264,7 +264,8 @@ def print_anytime_plan(console: Console, h: Hypothesis, p: AnytimePlan, source: 
     if p.cap:
         hyp = (f"P(hypothesis {p.hypothesis_target}) = {p.hypothesis_power:.3f} ± {se(p.hypothesis_power):.3f}"
                if p.hypothesis_power is not None else "every prediction with a target at that power")
-        console.print(f"whole hypothesis: cap {p.cap} launches per condition (design.sequential.max_launches={p.cap}): "
+        console.print(f"whole hypothesis: cap {p.cap} launches per condition (run with design.sequential=true "
+                      f"design.max_launches={p.cap}): "
                       f"{hyp}; it stops when every prediction is decided, after {p.expected_launches:.2f} ± "
                       f"{p.expected_launches_se:.2f} launches per condition on average "
                       f"(wall time {_duration(p.expected_wall_s)} expected, {_duration(p.max_wall_s)} at the cap)",
