@@ -51,7 +51,8 @@ from framework.records.trials import (
     read_trials, release_summary, workload_records,
 )
 from framework.sim.fidelity import (
-    SIM_LAG_WARN, decision_could_move, sim_clock_bias, sim_metric_lags, sim_open_loop_lateness, sim_relative_lag,
+    SIM_LAG_WARN, decision_could_move, open_loop_mark, sim_clock_bias, sim_metric_lags, sim_open_loop_lateness,
+    sim_relative_lag,
 )
 from framework.spec import Design, Experiment, Hypothesis, SpecError, load_experiment, load_hypothesis
 
@@ -471,7 +472,8 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
         console.print(f"[yellow]warning: open-loop requests reached the simulator's model clock late against their "
                       f"schedule: median {late['median_s'] * 1e3:.1f} ms, max {late['max_s'] * 1e3:.1f} ms of model "
                       f"time ({late['median_relative']:.1%} of a median request); the sim does not correct this "
-                      f"(docs/model.md, Timing): lower backend.speedup (now {ctx.backend.speedup:g})[/yellow]")
+                      f"(docs/model.md, Timing), so verdicts are marked UNRELIABLE: lower backend.speedup "
+                      f"(now {ctx.backend.speedup:g})[/yellow]")
     typical = lag["sim_metric_relative_lag_median"]
     if typical is not None and typical > SIM_LAG_WARN:
         console.print(f"[yellow]warning: the simulator could not keep its clock: in a typical measured request its "
@@ -621,8 +623,8 @@ def requests_per_launch(ctx: RunContext) -> int:
 
 
 def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str, Any]) -> list[str]:
-    """What must be said beside a verdict: the sim ran a question it does not model (override), or
-    its clock's measured bias is large enough to move the decision."""
+    """What must be said beside a verdict: the sim ran a question it does not model (override), its
+    clock's measured bias is large enough to move the decision, or open-loop arrivals reached it late."""
     marks: list[str] = []
     cov = ctx.sim_coverage or {}
     if cov.get("unmodelled_varied_flags"):
@@ -630,6 +632,9 @@ def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str,
     bias = lag.get("sim_clock_bias_max")
     if bias and decision_could_move(ctx.hypothesis, prediction, bias):
         marks.append(f"UNRELIABLE: the sim's clock bias (up to {bias:.1%} per condition) could move this decision")
+    late = open_loop_mark(lag.get("sim_open_loop_arrival_late"))
+    if late and prediction.get("kind") != "launches":
+        marks.append(late)
     return marks
 
 

@@ -43,6 +43,17 @@ def sim_open_loop_lateness(rows: list[dict[str, Any]]) -> dict[str, float] | Non
     return {"median_s": med, "max_s": max(lates), "median_relative": med / statistics.median(e2es)}
 
 
+def open_loop_mark(late: dict[str, float] | None) -> str | None:
+    """The mark a verdict carries when open-loop arrivals reached the sim's model clock late: the arrival
+    process the model served was then not the workload's (queueing, TTFT and throughput follow the arrivals),
+    and no correction is known, so the verdict says so instead of claiming the workload's figures."""
+    if not late or late["median_relative"] <= SIM_LAG_WARN:
+        return None
+    return (f"UNRELIABLE: open-loop requests reached the sim late against their schedule (median "
+            f"{late['median_s'] * 1e3:.1f} ms of model time, {late['median_relative']:.1%} of a median request): "
+            f"the arrivals it served were not the workload's")
+
+
 def decision_could_move(h: Hypothesis, prediction: dict[str, Any], bias: float) -> bool:
     """Would the interval, stretched by the bias of every condition in the ratio, reach a decision threshold
     it does not reach now? A ratio of two conditions can be off by 2x the bias, a ratio of ratios by 4x."""

@@ -27,3 +27,12 @@ def test_sim_metric_lags_count_only_the_chunks_the_metric_depends_on():
     old = {k: v for k, v in row.items() if k not in ("sim_first_lag_s", "sim_last_lag_s")}
     assert sim_metric_lags([old], "decode_tok_s") == pytest.approx([0.010 / 0.098])  # older rows: the worst chunk
 
+
+
+def test_late_open_loop_arrivals_mark_verdicts_unreliable_above_the_warning_threshold():
+    from framework.sim.fidelity import SIM_LAG_WARN, open_loop_mark
+
+    assert open_loop_mark(None) is None
+    assert open_loop_mark({"median_s": 0.001, "max_s": 0.002, "median_relative": SIM_LAG_WARN / 2}) is None
+    mark = open_loop_mark({"median_s": 0.4, "max_s": 1.07, "median_relative": 0.2})
+    assert mark.startswith("UNRELIABLE") and "400.0 ms" in mark and "20.0%" in mark
