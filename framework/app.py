@@ -68,10 +68,56 @@ def compose(overrides: list[str]) -> DictConfig:
 
     try:
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            return hydra_compose(config_name="config", overrides=overrides)
+            cfg = hydra_compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        unknown = re.match(r"Could not override '([^']+)'", message)
+        if unknown:  # a misspelt key: name it and what is allowed there, not Hydra's "use +key" advice
+            raise ConfigError("command line", unknown.group(1), _allowed_at(unknown.group(1))) from None
         raise ConfigError("command line", "overrides", _quoting_hint(message)) from None
+    for key, why in unknown_keys(cfg):
+        raise ConfigError("command line", key, why)
+    return cfg
+
+
+def _base_config() -> dict[str, Any]:
+    """The run config with no override, as plain data (a ??? value stays the string "???")."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return OmegaConf.to_container(hydra_compose(config_name="config"), resolve=False)  # type: ignore[return-value]
+
+
+def _keys(section: dict[str, Any]) -> str:
+    return ", ".join(sorted(str(k) for k in section))
+
+
+def _allowed_at(key: str) -> str:
+    """Why `key` is not a config key: the keys of the section it names, or that its parent is a value."""
+    node: Any = _base_config()
+    path: list[str] = []
+    for part in key.split("."):
+        if not isinstance(node, dict):
+            return f"{'.'.join(path)} is a value, not a section (it has no key {part!r})"
+        if part not in node:
+            return f"unknown key; allowed in {'.'.join(path) or 'the config'}: {_keys(node)}"
+        node = node[part]
+        path.append(part)
+    return "cannot be overridden here"
+
+
+def unknown_keys(cfg: DictConfig) -> list[tuple[str, str]]:
+    """(key, why) for keys a `+key=value` override added that nothing reads, outside the sections that
+    check their own fields (backend, design: pydantic): a typo there would be silently ignored."""
+    base = _base_config()
+    out: list[tuple[str, str]] = []
+    for key in cfg.keys():  # keys(), not `in`: a key whose value is ??? is not `in` a DictConfig
+        if key not in base:
+            out.append((str(key), f"unknown key; allowed: {_keys(base)}"))
+        elif key not in ("backend", "design") and isinstance(base[key], dict):
+            out += [(f"{key}.{sub}", f"unknown key; allowed in {key}: {_keys(base[key])}")
+                    for sub in cfg[key].keys() if sub not in base[key]]
+    return out
 
 
 def sweep_variants(overrides: list[str]) -> list[list[str]]:

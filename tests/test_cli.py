@@ -104,7 +104,10 @@ def test_bad_input_is_one_clear_line_exit_2_and_no_server(workdir, monkeypatch, 
 
 @pytest.mark.parametrize("args,fragment", [
     (["hypothesis=nope"], "no hypothesis 'nope'"),
-    (["hypothesis=eagle3_allreduce", "design.launchs=3"], "design.launchs"),
+    (["hypothesis=eagle3_allreduce", "design.launchs=3"], "design.launchs: unknown key; allowed in design: alpha,"),
+    (["hypothesis=eagle3_allreduce", "design.sequential.block=2"], "design.sequential is a value, not a section"),
+    (["hypothesis=eagle3_allreduce", "+sim.allow_unmodeled=true"], "sim.allow_unmodeled: unknown key; allowed in sim"),
+    (["hypothesis=eagle3_allreduce", "+progres=false"], "progres: unknown key; allowed: allow_amend,"),
     (["hypothesis=eagle3_allreduce", "design.alpha=0.9"], "design.alpha"),
     (["hypothesis=eagle3_allreduce", "backend=gpu"], "backend"),
     (["design.launches=3"], "hypothesis"),
