@@ -152,7 +152,15 @@ def plan_command(args: list[str]) -> int:
 
     kv = _kv(args)
     overrides = [f"{k}={v}" for k, v in kv.items() if k not in PLAN_KEYS]
-    precheck(overrides)
+    probe = str(kv.get("probe", "true")).lower()
+    if probe not in ("true", "false", "1", "0", "yes", "no"):
+        raise ConfigError("command line", "probe", f"true or false (got {kv['probe']!r})")
+    try:
+        precheck(overrides)
+    except ConfigError as exc:
+        if "." in exc.field or "unknown key" not in exc.message:
+            raise
+        raise ConfigError(exc.file, exc.field, f"{exc.message}; and plan's own: {', '.join(PLAN_KEYS)}") from None
     cfg = compose(overrides)
     h, _, exp = load_pair(cfg)
     d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
@@ -187,7 +195,7 @@ def plan_command(args: list[str]) -> int:
         from framework.execution.backends import BACKENDS
 
         row = BACKENDS.get(str(backend_cfg.get("name")))
-        if str(kv.get("probe", "true")).lower() not in ("false", "0", "no") and row is not None and row.simulated:
+        if probe not in ("false", "0", "no") and row is not None and row.simulated:
             measurement = probe_measurement_noise(h, exp, backend_cfg, launches=PROBE_LAUNCHES,
                                                   requests=PROBE_REQUESTS)
         try:

@@ -127,6 +127,17 @@ def test_bad_overrides_are_one_clear_line_exit_2(workdir, monkeypatch, capsys, a
     assert not (workdir / "outputs").exists() and not (workdir / "multirun").exists()
 
 
+@pytest.mark.parametrize("args,fragment", [
+    (["hypothesis=eagle3_allreduce", "powr=0.9"], "powr: unknown key; allowed in the config: allow_amend,"),
+    (["hypothesis=eagle3_allreduce", "probe=maybe"], "probe: true or false (got 'maybe')"),
+    (["hypothesis=eagle3_allreduce", "power=2"], "power: a number in (0, 1)"),
+])
+def test_bad_plan_arguments_are_one_clear_line_exit_2(workdir, monkeypatch, capsys, args, fragment):
+    code, out, err = in_process(monkeypatch, capsys, workdir, "plan", *args)
+    assert code == 2 and fragment in err and "Traceback" not in err, (args, err)
+    assert "plan's own: pilot, power, probe" in err or "powr" not in err
+
+
 def test_bad_yaml_exits_2_without_a_traceback_as_a_process(workdir):
     hyp = workdir / "hyp"
     hyp.mkdir()
