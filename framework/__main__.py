@@ -85,7 +85,7 @@ def cmd_register(args: list[str]) -> int:
     precheck(args)
     cfg = compose(args)
     h, h_path, _ = load_pair(cfg)
-    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
+    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
     reg_hash, amended = check_or_amend(Path(cfg.ledger), h_path, analysis_settings(d), bool(cfg.allow_amend))
     print(f"{h.name}: {'amended' if amended else 'registered'} in {cfg.ledger} ({reg_hash[:16]})")
     return 0

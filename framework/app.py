@@ -163,7 +163,7 @@ def precheck(overrides: list[str]) -> None:
         if OmegaConf.is_missing(cfg, "hypothesis"):
             raise ConfigError("command line", "hypothesis", "missing: say which, e.g. hypothesis=eagle3_allreduce")
         h, h_path, exp = load_pair(cfg)
-        effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
+        effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
         backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
         try:
             check(backend, exp)  # its argv template, and whether it takes the experiment's flag names

@@ -163,7 +163,7 @@ def plan_command(args: list[str]) -> int:
         raise ConfigError(exc.file, exc.field, f"{exc.message}; and plan's own: {', '.join(PLAN_KEYS)}") from None
     cfg = compose(overrides)
     h, _, exp = load_pair(cfg)
-    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
+    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
     try:
         power = float(kv.get("power", 0.9))
     except ValueError:

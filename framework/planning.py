@@ -417,6 +417,14 @@ def launch_decided_at(h: Hypothesis, p: Launches, alpha: float) -> int:
     return math.ceil(launches_to_support(p.rate, alpha) / max(1, matched))
 
 
+def anytime_launch_floor(h: Hypothesis, block: int, alpha: float) -> int:
+    """The fewest launches per condition, in whole blocks, at which every launch-outcome prediction of `h`
+    can be supported under the anytime rule (0 without one): a default cap below it could never support
+    them, whatever happened (a `rate: 0.9` claim needs 43 launches)."""
+    need = [launch_decided_at(h, p, alpha) for p in h.predictions if isinstance(p, Launches)]
+    return block * math.ceil(max(need) / block) if need else 0
+
+
 @dataclass(frozen=True)
 class AnytimePlan:
     """The plan under `design.analysis: anytime`: the smallest cap with the target power, and what it costs."""

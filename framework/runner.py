@@ -125,12 +125,13 @@ def load_pair(cfg: DictConfig | dict[str, Any]) -> tuple[Hypothesis, Path, Exper
     return h, h_path, exp
 
 
-def effective_design(base: Design, overrides: dict[str, Any]) -> Design:
+def effective_design(base: Design, overrides: dict[str, Any], h: Hypothesis | None = None) -> Design:
     """The hypothesis's design with the command line's non-null `design.*` values on top.
 
     A sequential design without `max_launches` gets the cap derived from `launches`: the
-    group-sequential one, or under `analysis: anytime` the anytime rule's (docs/statistics.md,
-    sections 5 and 10, "The cap"), so the record always states the cap the run used.
+    group-sequential one, or under `analysis: anytime` the anytime rule's, raised to the launches
+    its launch-outcome predictions (of `h`) need to be decided at all (docs/statistics.md, sections
+    5 and 10, "The cap"), so the record always states the cap the run used.
     """
     data = base.model_dump()
     seq = dict(data["sequential"])
@@ -151,11 +152,15 @@ def effective_design(base: Design, overrides: dict[str, Any]) -> Design:
         loc = ".".join(str(p) for p in err["loc"])
         raise ConfigError("command line", f"design.{loc}", f"{err['msg']} (got {err.get('input')!r})") from None
     if d.sequential.enabled and d.sequential.max_launches is None:
-        from framework.planning import anytime_cap
+        from framework.planning import anytime_cap, anytime_launch_floor
         from framework.stats.sequential import sequential_cap
 
-        derive = anytime_cap if d.analysis == "anytime" else sequential_cap
-        cap = derive(d.launches, d.sequential.block, d.alpha)
+        if d.analysis == "anytime":
+            cap = anytime_cap(d.launches, d.sequential.block, d.alpha)
+            if h is not None:
+                cap = max(cap, anytime_launch_floor(h, d.sequential.block, d.alpha))
+        else:
+            cap = sequential_cap(d.launches, d.sequential.block, d.alpha)
         d = d.model_copy(update={"sequential": d.sequential.model_copy(update={"max_launches": cap})})
     return d
 
@@ -171,7 +176,7 @@ def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunConte
         check_backend(backend, exp)
     except BackendConfigError as exc:
         raise ConfigError("command line", exc.field, exc.message) from None
-    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True))  # type: ignore[arg-type]
+    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
     backend_fits(backend, h)
     coverage = None
     if backend.simulated:

@@ -216,3 +216,21 @@ def test_plan_anytime_counts_launch_outcome_predictions_in_the_hypothesis_level_
     assert by["eagle3_fused_starts"].launches_per_condition == 8 and p.cap >= 8 and p.expected_launches >= 8
     assert p.power_at_cap["eagle3_fused_starts"] == 1.0
     assert seen["comparisons"] == 5 and seen["launch_rules"] == {"eagle3_fused_starts": 7, "every_condition_starts": 2}
+
+
+def test_the_anytime_default_cap_leaves_room_for_the_launch_outcome_predictions_to_be_decided():
+    """A `rate: 0.9` claim needs launches_to_support(0.9, 0.05) launches all as expected; a default cap below
+    that could never support it, whatever happened, so the default is raised to it (in whole blocks)."""
+    from framework.stats.anytime import launches_to_support
+
+    data = load_hypothesis(ROOT / "hypotheses" / "cuda13_unblocks_fusion.yaml").model_dump()
+    data["design"].update(analysis="anytime", launches=2, sequential={"enabled": True, "block": 2})
+    for p in data["predictions"]:
+        p["rate"] = 0.9
+    h = Hypothesis.model_validate(data)
+    need = launches_to_support(0.9, 0.05)
+    floor = planning.anytime_launch_floor(h, 2, 0.05)
+    assert floor == 2 * math.ceil(need / 2) and floor > planning.anytime_cap(2, 2, 0.05)
+    assert effective_design(h.design, {}, h).sequential.max_launches == floor
+    assert effective_design(h.design, {}).sequential.max_launches == planning.anytime_cap(2, 2, 0.05)  # no h: no floor
+    assert planning.anytime_launch_floor(_seed(), 2, 0.05) == 0  # no launch-outcome prediction: no floor
