@@ -223,17 +223,21 @@ def stopped_at(rec: dict[str, Any]) -> int:
     return int(rec["analysis"]["stopping"]["looks"][-1]["launches_per_condition"])
 
 
-def summarize(kind: Kind, planned: Planned, verdicts: list[dict[str, str] | None], walls: list[float]) -> str:
-    """One kind's line: planned power, observed rate (binomial SE, Clopper-Pearson 95%), the 2-SE check, time."""
-    runs = len(verdicts)
+def tally(kind: Kind, target: str, verdicts: list[dict[str, str] | None]) -> tuple[int, int, int, dict[str, int]]:
+    """(runs, runs whose every prediction of the kind came out `target`, runs without a record, verdict counts)."""
     ids = [p["id"] for p in kind.predictions]
-    hits = sum(1 for v in verdicts if v is not None and all(v.get(i) == planned.target for i in ids))
-    missing = sum(1 for v in verdicts if v is None)
+    hits = sum(1 for v in verdicts if v is not None and all(v.get(i) == target for i in ids))
     counts: dict[str, int] = {}
     for v in verdicts:
         for i in ids:
             key = f"{i} {v.get(i, 'none') if v else 'no record'}"
             counts[key] = counts.get(key, 0) + 1
+    return len(verdicts), hits, sum(1 for v in verdicts if v is None), counts
+
+
+def summarize(kind: Kind, planned: Planned, verdicts: list[dict[str, str] | None], walls: list[float]) -> str:
+    """One kind's line: planned power, observed rate (binomial SE, Clopper-Pearson 95%), the 2-SE check, time."""
+    runs, hits, missing, counts = tally(kind, planned.target, verdicts)
     rate = hits / runs
     ci = stats.binomtest(hits, runs).proportion_ci(method="exact")
     se_obs = math.sqrt(rate * (1 - rate) / runs)
@@ -257,15 +261,7 @@ def summarize(kind: Kind, planned: Planned, verdicts: list[dict[str, str] | None
 def summarize_anytime(kind: Kind, planned: AnytimePlanned, verdicts: list[dict[str, str] | None],
                       stops: list[int | None], walls: list[float]) -> str:
     """One kind's line under anytime: plan's power and expected launches against the runs', each with its 2-SE check."""
-    runs = len(verdicts)
-    ids = [p["id"] for p in kind.predictions]
-    hits = sum(1 for v in verdicts if v is not None and all(v.get(i) == planned.target for i in ids))
-    missing = sum(1 for v in verdicts if v is None)
-    counts: dict[str, int] = {}
-    for v in verdicts:
-        for i in ids:
-            key = f"{i} {v.get(i, 'none') if v else 'no record'}"
-            counts[key] = counts.get(key, 0) + 1
+    runs, hits, missing, counts = tally(kind, planned.target, verdicts)
     rate = hits / runs
     ci = stats.binomtest(hits, runs).proportion_ci(method="exact")
     p = planned.power
