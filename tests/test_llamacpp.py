@@ -89,7 +89,7 @@ def test_each_failure_class_comes_from_a_real_llama_cpp_process(workdir, tiny_mo
     predictions = "\n".join(f"  - {{id: {k}, kind: launches, where: {{fault: {k}}}, expect: fails, failure_class: {k}}}"
                             for k in faults)
     (workdir / "hyp").mkdir()
-    (workdir / "hyp" / "llamacpp_failures.yaml").write_text(textwrap.dedent(f"""\
+    (workdir / "hyp" / "llamacpp_failures.yaml").write_text(textwrap.dedent("""\
         name: llamacpp_failures
         statement: Each broken configuration fails at start-up, and the framework names why.
         experiment: tiny_llama_cpu

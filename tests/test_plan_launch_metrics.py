@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from cli_helpers import ROOT, framework
 from framework import planning

@@ -40,7 +40,7 @@ from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 PRIOR_SCALE = 1.0
 _NODES = 400  # trapezoid nodes of the one-dimensional integral over the scale (see log_e_values)
