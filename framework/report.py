@@ -615,3 +615,37 @@ def cmd_report(path: str) -> int:
     print(f"report: {written[1]}")
     print(f"        {written[0]}")
     return 0
+
+
+def summary_markdown(record: dict[str, Any]) -> str:
+    h = record["hypothesis"]
+    lines = [
+        f"# {h['name']}: {record['verdict']}",
+        "",
+        f"backend: {record['backend']}",
+        "",
+        f"> {h['statement']}",
+        "",
+        "| prediction | kind | estimate | interval | p | verdict | reason |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in record["predictions"]:
+        est = f"{p['estimate']:.3f}" if p.get("estimate") is not None else "-"
+        ci = f"[{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]" if p.get("ci") else "-"
+        pv = f"{p['p_value']:.2g}" if p.get("p_value") is not None else "-"
+        verdict = " — ".join([p["verdict"], *(p.get("marks") or [])])
+        lines.append(f"| {p['id']} | {p['kind']} | {est} | {ci} | {pv} | {verdict} | {p['reason']} |")
+    lines += ["", "| condition | launches ok/failed | mean |", "|---|---|---|"]
+    for c in record["conditions"]:
+        levels = ", ".join(f"{k}={v}" for k, v in c["levels"].items())
+        mean = c["metric"].get("mean")
+        mean_s = f"{mean:.4g} {c['metric'].get('name', '')}" if mean is not None else "-"
+        lines.append(f"| {levels} | {c['launches']['ok']}/{c['launches']['failed']} | {mean_s} |")
+    stopping = record.get("analysis", {}).get("stopping", {})
+    if stopping:
+        lines += ["", f"stopping: {stopping.get('reason')}"]
+    ext = record.get("analysis", {}).get("extension")
+    if ext:
+        lines += ["", f"**extension:** {ext.get('note')} (design changed: {ext.get('changed')})"]
+    lines += ["", f"trials: `{record['trials']['path']}` (sha256 {record['trials']['sha256'][:16]}...)", ""]
+    return "\n".join(lines)

@@ -24,7 +24,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-import requests
 from omegaconf import DictConfig, OmegaConf
 from pydantic import ValidationError
 from rich.console import Console
@@ -33,7 +32,9 @@ from rich.markup import escape
 from framework import design as design_mod
 from framework.analysis import Analysis, analyze
 from framework.execution import client
-from framework.execution.backends import BackendConfigError, BackendSettings, server_spec
+from framework.execution.backends import (
+    BackendConfigError, BackendSettings, backend_label, server_spec, time_scale_of,
+)
 from framework.execution.backends import check as check_backend
 from framework.execution.failures import classify
 from framework.execution.launcher import (
@@ -287,21 +288,6 @@ CLASSIFY_LINES = 400  # log lines read to classify a failure (a vLLM traceback r
 CRASH_SETTLE_S = 5.0  # after a lost connection, how long a dying server gets to exit before it counts as alive
 
 
-def server_info(base_url: str, api_key: str | None, paths: tuple[str, ...] = ("/get_server_info", "/server_info")
-                ) -> dict[str, Any] | None:
-    """The server's description of itself from the first of the backend's info routes that answers JSON."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    for path in paths:
-        try:
-            resp = requests.get(base_url + path, timeout=5, headers=headers)
-            if resp.status_code == 200:
-                data = resp.json()
-                return data if isinstance(data, dict) else {"response": data}
-        except (requests.RequestException, ValueError):
-            continue
-    return None
-
-
 def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
                writer: TrialsWriter, progress: RunProgress) -> None:
     h, d = ctx.hypothesis, ctx.design
@@ -348,7 +334,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
             return
     lost_connection = [False]  # a request lost its connection: the server may be dying right now
     try:
-        info = server_info(base_url, ctx.backend.api_key, row.info_paths)
+        info = client.server_info(base_url, ctx.backend.api_key, row.info_paths)
         writer.write(LaunchRow(
             **common, replicate=planned.replicate, block=planned.block, attempt=attempt, seed=planned.seed,
             ok=True, startup_s=startup, argv=argv, server_info=info, started=started, finished=now_iso(),
@@ -384,7 +370,7 @@ def end_launch(ctx: RunContext, server: ServerProcess, common: dict[str, Any], w
     After a request lost its connection the server gets `CRASH_SETTLE_S` to finish dying before it counts as alive.
     """
     crashed = server.exited_on_its_own(wait_s=CRASH_SETTLE_S if lost_connection else 0.0)
-    counters = server_metrics(server.spec.base_url, ctx.backend) if crashed is None else None
+    counters = client.server_metrics(server.spec.base_url, ctx.backend) if crashed is None else None
     exit_code = server.stop()
     ctx.redactor.scrub_file(server.spec.log_path)
     failure = None
@@ -399,23 +385,6 @@ def end_launch(ctx: RunContext, server: ServerProcess, common: dict[str, Any], w
         error=failure.message() if failure else None, release=release.as_dict(), server_metrics=counters,
         finished=now_iso(),
     ).model_dump(mode="json"))
-
-
-def server_metrics(base_url: str, backend: BackendSettings) -> dict[str, float] | None:
-    """The server's own Prometheus counters with its backend's prefix (None without a metrics route)."""
-    from framework.execution import prometheus
-
-    row = backend.table
-    if not row.metrics_path or not row.metrics_prefix:
-        return None
-    headers = {"Authorization": f"Bearer {backend.api_key}"} if backend.api_key else None
-    try:
-        resp = requests.get(base_url + row.metrics_path, timeout=5, headers=headers)
-    except requests.RequestException:
-        return None
-    if resp.status_code != 200:
-        return None
-    return prometheus.parse(resp.text, row.metrics_prefix) or None
 
 
 # --------------------------------------------------------------------------- the whole run
@@ -495,6 +464,8 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
                           started=started, previous=previous)
     stored = ledger.append(ctx.ledger, ctx.redactor.scrub(record.to_json_dict()))
     (ctx.run_dir / "verdict.json").write_text(json.dumps(stored, indent=2) + "\n", encoding="utf-8")
+    from framework.report import summary_markdown
+
     (ctx.run_dir / "summary.md").write_text(summary_markdown(stored), encoding="utf-8")
     print_noise(console, stored)
     print_verdict_table(console, stored)
@@ -643,20 +614,6 @@ def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str,
     return marks
 
 
-def time_scale_of(backend: BackendSettings, info: dict[str, Any] | None) -> float:
-    """Model seconds per wall second: the sim's speed-up, as configured or as an endpoint reports it."""
-    if backend.name == "endpoint" and info and info.get("sim_speedup"):
-        return float(info["sim_speedup"])
-    return backend.time_scale
-
-
-def backend_label(backend: BackendSettings, info: dict[str, Any] | None) -> str:
-    """What produced the data: an endpoint that is the simulator is labelled `sim`, never real."""
-    if info and info.get("backend") == "sim":
-        return "sim"
-    return backend.name
-
-
 def analysis_settings(d: Design) -> dict[str, Any]:
     """What the decision rules depend on besides the data: registered, and kept in every record.
 
@@ -731,37 +688,3 @@ def _relative_to(path: Path, base: Path) -> str:
         return os.path.relpath(path.resolve(), base)
     except ValueError:
         return str(path.resolve())
-
-
-def summary_markdown(record: dict[str, Any]) -> str:
-    h = record["hypothesis"]
-    lines = [
-        f"# {h['name']}: {record['verdict']}",
-        "",
-        f"backend: {record['backend']}",
-        "",
-        f"> {h['statement']}",
-        "",
-        "| prediction | kind | estimate | interval | p | verdict | reason |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for p in record["predictions"]:
-        est = f"{p['estimate']:.3f}" if p.get("estimate") is not None else "-"
-        ci = f"[{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]" if p.get("ci") else "-"
-        pv = f"{p['p_value']:.2g}" if p.get("p_value") is not None else "-"
-        verdict = " — ".join([p["verdict"], *(p.get("marks") or [])])
-        lines.append(f"| {p['id']} | {p['kind']} | {est} | {ci} | {pv} | {verdict} | {p['reason']} |")
-    lines += ["", "| condition | launches ok/failed | mean |", "|---|---|---|"]
-    for c in record["conditions"]:
-        levels = ", ".join(f"{k}={v}" for k, v in c["levels"].items())
-        mean = c["metric"].get("mean")
-        mean_s = f"{mean:.4g} {c['metric'].get('name', '')}" if mean is not None else "-"
-        lines.append(f"| {levels} | {c['launches']['ok']}/{c['launches']['failed']} | {mean_s} |")
-    stopping = record.get("analysis", {}).get("stopping", {})
-    if stopping:
-        lines += ["", f"stopping: {stopping.get('reason')}"]
-    ext = record.get("analysis", {}).get("extension")
-    if ext:
-        lines += ["", f"**extension:** {ext.get('note')} (design changed: {ext.get('changed')})"]
-    lines += ["", f"trials: `{record['trials']['path']}` (sha256 {record['trials']['sha256'][:16]}...)", ""]
-    return "\n".join(lines)

@@ -19,7 +19,7 @@ import string
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -312,3 +312,17 @@ def sim_args(backend: BackendSettings, h: Hypothesis, exp: Experiment, cond: des
     if backend.ground_truth:
         args += ["--sim-ground-truth", str(log_path.with_suffix(".chunks.jsonl"))]
     return args
+
+
+def time_scale_of(backend: BackendSettings, info: dict[str, Any] | None) -> float:
+    """Model seconds per wall second: the sim's speed-up, as configured or as an endpoint reports it."""
+    if backend.name == "endpoint" and info and info.get("sim_speedup"):
+        return float(info["sim_speedup"])
+    return backend.time_scale
+
+
+def backend_label(backend: BackendSettings, info: dict[str, Any] | None) -> str:
+    """What produced the data: an endpoint that is the simulator is labelled `sim`, never real."""
+    if info and info.get("backend") == "sim":
+        return "sim"
+    return backend.name

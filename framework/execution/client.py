@@ -31,15 +31,19 @@ import statistics
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
+import requests
 
 from framework.records.ledger import sha256_file
 from framework.workload import (
     ENDPOINT_PATHS, PROMPT_TOKEN_RANGE, DatasetRow, Endpoint, Plan, PlannedRequest, Workload, endpoint_of,
     make_plan, parse_dataset,
 )
+
+if TYPE_CHECKING:  # the backend table imports the launcher; the client needs only its type
+    from framework.execution.backends import BackendSettings
 
 __all__ = ["PROMPT_TOKEN_RANGE", "run_workload", "request_body", "measure_request", "summarize_stream",
            "token_times", "load_dataset", "prompt_ids", "generate_body"]
@@ -543,8 +547,6 @@ async def _open_connections(session: Any, base_url: str, headers: dict[str, str]
 
 def served_model(base_url: str, headers: dict[str, str] | None) -> str | None:
     """The first model an OpenAI-compatible server lists at /v1/models (None if it lists none)."""
-    import requests
-
     try:
         resp = requests.get(base_url + "/v1/models", headers=headers, timeout=10)
         data = resp.json().get("data") or []
@@ -584,3 +586,38 @@ def run_workload(
     plan = resolve_plan(workload, requests_n=requests_n, warmup=warmup, seed=seed, base_dir=base_dir)
     health = asyncio.run(_execute(plan, base_url, workload, ep, model, time_scale, headers, on_row))
     return {**plan.resolved, "endpoint": ep, "model": model, "client": health}
+
+
+# --------------------------------------------------------------------------- the server's own view
+
+
+def server_info(base_url: str, api_key: str | None, paths: tuple[str, ...] = ("/get_server_info", "/server_info")
+                ) -> dict[str, Any] | None:
+    """The server's description of itself from the first of the backend's info routes that answers JSON."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    for path in paths:
+        try:
+            resp = requests.get(base_url + path, timeout=5, headers=headers)
+            if resp.status_code == 200:
+                data = resp.json()
+                return data if isinstance(data, dict) else {"response": data}
+        except (requests.RequestException, ValueError):
+            continue
+    return None
+
+
+def server_metrics(base_url: str, backend: BackendSettings) -> dict[str, float] | None:
+    """The server's own Prometheus counters with its backend's prefix (None without a metrics route)."""
+    from framework.execution import prometheus
+
+    row = backend.table
+    if not row.metrics_path or not row.metrics_prefix:
+        return None
+    headers = {"Authorization": f"Bearer {backend.api_key}"} if backend.api_key else None
+    try:
+        resp = requests.get(base_url + row.metrics_path, timeout=5, headers=headers)
+    except requests.RequestException:
+        return None
+    if resp.status_code != 200:
+        return None
+    return prometheus.parse(resp.text, row.metrics_prefix) or None
