@@ -8,6 +8,7 @@ an invalid field fails with one clear line and exit code 2 before any server sta
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from pathlib import Path
@@ -75,13 +76,15 @@ def compose(overrides: list[str]) -> DictConfig:
         if unknown:  # a misspelt key: name it and what is allowed there, not Hydra's "use +key" advice
             raise ConfigError("command line", unknown.group(1), _allowed_at(unknown.group(1))) from None
         raise ConfigError("command line", "overrides", _quoting_hint(message)) from None
-    for key, why in unknown_keys(cfg):
-        raise ConfigError("command line", key, why)
+    problems = unknown_keys(cfg)
+    if problems:
+        raise ConfigError("command line", *problems[0])
     return cfg
 
 
+@functools.cache
 def _base_config() -> dict[str, Any]:
-    """The run config with no override, as plain data (a ??? value stays the string "???")."""
+    """The run config with no override, as plain data (a ??? value stays the string "???"); read-only."""
     from hydra import compose as hydra_compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):

@@ -332,7 +332,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
             writer.sync()
             progress.launch_failed(cond, failure.message())
             return
-    lost_connection = [False]  # a request lost its connection: the server may be dying right now
+    lost_connection = False  # a request lost its connection: the server may be dying right now
     try:
         info = client.server_info(base_url, ctx.backend.api_key, row.info_paths)
         writer.write(LaunchRow(
@@ -341,7 +341,8 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
         ).model_dump(mode="json"))
 
         def on_row(index: int, warmup: bool, row: dict[str, Any]) -> None:
-            lost_connection[0] |= row.get("error_class") == "connection"
+            nonlocal lost_connection
+            lost_connection |= row.get("error_class") == "connection"
             writer.write(RequestRow(
                 **common, trial_id=f"{launch_id}-q{index}", index=index, warmup=warmup, **row,
             ).model_dump(mode="json"))
@@ -359,7 +360,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
                           + "; ".join(health.get("reasons") or []))
     finally:
         if server is not None:
-            end_launch(ctx, server, common, writer, progress, cond, lost_connection=lost_connection[0])
+            end_launch(ctx, server, common, writer, progress, cond, lost_connection=lost_connection)
         writer.sync()
 
 
@@ -442,7 +443,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
                       f"(now {ctx.backend.speedup:g})[/yellow]")
     late = sim_open_loop_lateness(writer.rows)
     lag["sim_open_loop_arrival_late"] = late
-    if late and late["median_relative"] > SIM_LAG_WARN:
+    if open_loop_mark(late):
         console.print(f"[yellow]warning: open-loop requests reached the simulator's model clock late against their "
                       f"schedule: median {late['median_s'] * 1e3:.1f} ms, max {late['max_s'] * 1e3:.1f} ms of model "
                       f"time ({late['median_relative']:.1%} of a median request); the sim does not correct this "

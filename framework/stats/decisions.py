@@ -217,12 +217,12 @@ def launches(outcomes: Sequence[LaunchOutcome], expect: Literal["starts", "fails
                "captured": captured, "other_failure": other}
     what = "failed" + (f" as {failure_class}" if failure_class else "") + (f" matching {match!r}" if match else "")
     started = sum(o.ok for o in outcomes)
-    if expect == "starts":
-        facts = f"{k}/{n} launches started" + (f"; failed: {_quote(other)}" if k < n else "")
-    else:
-        facts = (f"{k}/{n} launches {what}" + (f": {_quote(captured)}" if k else f" ({started} started)")
-                 + (f"; other failure: {_quote(other)}" if other else ""))
     if a is not None:
+        if expect == "starts":
+            facts = f"{k}/{n} launches started" + (f"; failed: {_quote(other)}" if k < n else "")
+        else:
+            facts = (f"{k}/{n} launches {what}" + (f": {_quote(captured)}" if k else f" ({started} started)")
+                     + (f"; other failure: {_quote(other)}" if other else ""))
         return launches_anytime(outcomes, matched, rate, a, facts, details)
     if expect == "starts":
         if k == n:
