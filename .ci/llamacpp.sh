@@ -27,4 +27,4 @@ else
 fi
 python -m pip install "$wheel[server]" "gguf>=0.10"
 echo "llama-cpp-python $VERSION installed in $(( $(date +%s) - start )) s"
-python -m framework.tiny_gguf models/tiny-llama.gguf --seed 0
+python -m framework.assets.tiny_gguf models/tiny-llama.gguf --seed 0

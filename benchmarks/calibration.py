@@ -1,8 +1,8 @@
 """Calibration of the decision rules: error rates and power on simulated experiments with known truth.
 
 Pure statistics, no HTTP: trial rows are drawn from the simulator's noise model (the profile's
-`noise` block, docs/model.md) and fed to `framework.analysis.analyze` (fixed design) and
-`framework.analysis.sequential_look` (group-sequential design), exactly as a run would.
+`noise` block, docs/model.md) and fed to `framework.analysis.verdicts.analyze` (fixed design) and
+`framework.analysis.verdicts.sequential_look` (group-sequential design), exactly as a run would.
 
 Noise model per condition (log scale): each launch gets an offset N(0, 0.006^2), and with
 probability 0.03 it is a slow launch (every request 8% slower: throughput / 1.08); each of the
@@ -44,9 +44,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from framework.analysis import analyze, sequential_look  # noqa: E402
-from framework.design import conditions  # noqa: E402
-from framework.spec import Hypothesis  # noqa: E402
+from framework.analysis.verdicts import analyze, sequential_look  # noqa: E402
+from framework.core.design import conditions  # noqa: E402
+from framework.core.spec import Hypothesis  # noqa: E402
 from framework.stats.sequential import inflation_factor, sequential_cap  # noqa: E402
 
 SEED = 20261129
@@ -247,7 +247,7 @@ def seed_assumptions() -> dict[str, Any]:
 
 def _seed_plan() -> int:
     """The fixed n a user gets from `plan` for the seed's effects (power 0.9, slow launches included)."""
-    from framework.planning import launches_for_hypothesis, plan
+    from framework.analysis.planning import launches_for_hypothesis, plan
 
     seed = scenarios()[-1]
     rows = plan(seed.h, **seed_assumptions(), power=0.9)

@@ -1,7 +1,7 @@
 """Calibration of the anytime-valid analysis, extensions and the hypothesis-level refutation rule.
 
 Same simulated experiments as `benchmarks/calibration.py` (its noise model, slow launches included,
-and its scenarios), fed to `framework.analysis.analyze` exactly as a run would:
+and its scenarios), fed to `framework.analysis.verdicts.analyze` exactly as a run would:
 
 1. Anytime-valid error rates under continuous monitoring with extension: every null scenario (A/A
    and effects exactly at the margin or threshold) is run to 20 launches per condition and analysed
@@ -45,9 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import calibration as cal  # noqa: E402
-from framework.analysis import analyze  # noqa: E402
-from framework.planning import plan_anytime  # noqa: E402
-from framework.spec import Hypothesis  # noqa: E402
+from framework.analysis.verdicts import analyze  # noqa: E402
+from framework.analysis.planning import plan_anytime  # noqa: E402
+from framework.core.spec import Hypothesis  # noqa: E402
 from framework.stats.anytime import log_e_rate  # noqa: E402
 from framework.stats.extension import inflated_alpha  # noqa: E402
 
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                         for b in (1, 2))
         k1, k2 = every.at(CAP), pairs.at(CAP)
         p1 = every.hypothesis[k1]
-        print(f"  plan's model (framework.planning.simulate_anytime, same noise model, {every.sims} runs): "
+        print(f"  plan's model (framework.analysis.planning.simulate_anytime, same noise model, {every.sims} runs): "
               f"P(all three supported) = {cal._fmt(p1, math.sqrt(p1 * (1 - p1) / every.sims))}; mean launches "
               f"{every.launches[k1]:.2f}±{every.launches_se[k1]:.2f} (every launch), "
               f"{pairs.launches[k2]:.2f}±{pairs.launches_se[k2]:.2f} (blocks of 2)")

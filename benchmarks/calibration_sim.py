@@ -64,7 +64,7 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from framework import planning  # noqa: E402
+from framework.analysis import planning  # noqa: E402
 
 POWER = 0.7  # what plan is asked for; it prints the power of the launches it chooses
 FAST = 'backend.extra_args=[--sim-startup-s,"0"]'

@@ -33,10 +33,10 @@ from typing import Any
 
 from framework.execution.client import run_workload
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
-from framework.sim import model
-from framework.sim.args import parse_server_args
-from framework.sim.profile import load_profile
-from framework.spec import Workload
+from framework.servers.sim import model
+from framework.servers.sim.args import parse_server_args
+from framework.servers.sim.profile import load_profile
+from framework.core.spec import Workload
 
 PROFILE = "rtx_pro_6000_tp8"
 FLAGS = ["--tp-size", "8", "--mem-fraction-static", "0.85", "--cuda-graph-max-bs", "16"]  # the seed's experiment
@@ -60,7 +60,7 @@ def client_itl(times: list[float], tokens: list[int]) -> list[float]:
 def run(concurrency: int, speedup: float, requests_n: int, workdir: Path) -> dict[str, Any]:
     port = free_port()
     truth = workdir / f"truth-{port}.jsonl"
-    argv = [sys.executable, "-m", "framework.sim", "--model-path", "m", "--port", str(port), *FLAGS,
+    argv = [sys.executable, "-m", "framework.servers.sim", "--model-path", "m", "--port", str(port), *FLAGS,
             "--sim-speedup", str(speedup), "--sim-noise-scale", "0", "--sim-ground-truth", str(truth),
             "--random-seed", "1", "--sim-startup-s", "0"]
     rows: list[dict] = []

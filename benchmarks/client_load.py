@@ -33,7 +33,7 @@ import numpy as np
 
 from framework.execution.client import request_body, run_workload
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
-from framework.workload import Workload, make_plan
+from framework.core.workload import Workload, make_plan
 
 PROMPT, OUTPUT = 64, 64
 
@@ -191,7 +191,7 @@ def measure(client: str, *, concurrency: int | None, rate: float | None, request
             workdir: Path) -> dict[str, Any]:
     port = free_port()
     truth_path = workdir / f"truth-{port}.jsonl"
-    argv = [sys.executable, "-m", "framework.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port),
+    argv = [sys.executable, "-m", "framework.servers.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port),
             "--sim-speedup", str(speedup), "--sim-ground-truth", str(truth_path), "--random-seed", "1",
             "--sim-startup-s", "0", "--max-running-requests", "512", "--cuda-graph-max-bs", "256"]
     if rate is None:

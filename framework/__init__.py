@@ -14,13 +14,13 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "analyze", "load_experiment", "load_hypothesis"]
 
 
-def __getattr__(name: str):  # lazy, so `python -m framework.sim` and the watchdog stay light
+def __getattr__(name: str):  # lazy, so `python -m framework.servers.sim` and the watchdog stay light
     if name == "analyze":
-        from framework.analysis import analyze
+        from framework.analysis.verdicts import analyze
 
         return analyze
     if name in ("load_hypothesis", "load_experiment"):
-        from framework import spec
+        from framework.core import spec
 
         return getattr(spec, name)
     raise AttributeError(name)

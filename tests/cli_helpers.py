@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Every framework a test starts carries this variable (set to the test's working directory) and
 # passes it to the servers it launches, so a test counts only its own servers: other tests, other
-# checkouts and other users on the machine run `framework.sim` too.
+# checkouts and other users on the machine run `framework.servers.sim` too.
 SERVER_TAG = "FRAMEWORK_TEST_WORKDIR"
 
 
@@ -38,7 +38,7 @@ def own_servers(workdir: Path) -> set[int]:
     pids = set()
     for p in psutil.process_iter(["cmdline", "status"]):
         try:
-            if "framework.sim" not in (p.info["cmdline"] or []) or p.info["status"] == psutil.STATUS_ZOMBIE:
+            if "framework.servers.sim" not in (p.info["cmdline"] or []) or p.info["status"] == psutil.STATUS_ZOMBIE:
                 continue
             if p.environ().get(SERVER_TAG) == str(workdir):
                 pids.add(p.pid)

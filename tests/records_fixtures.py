@@ -2,7 +2,7 @@
 
 The rows mimic a run of the shipped `eagle3_allreduce` (the seed's four configurations); the
 analysis used to build the records is whatever function the test passes (`fake_analyze` here, so
-the ledger tests do not depend on the statistics module, or the real `framework.analysis.analyze`).
+the ledger tests do not depend on the statistics module, or the real `framework.analysis.verdicts.analyze`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from framework.analysis import Analysis, ConditionSummary, MetricSummary, PredictionResult
-from framework.design import conditions
+from framework.analysis.verdicts import Analysis, ConditionSummary, MetricSummary, PredictionResult
+from framework.core.design import conditions
 from framework.records import ledger
 from framework.records.models import VerdictRecord
 from framework.records.registration import check_or_amend
-from framework.spec import Hypothesis, Interaction, Launches, load_hypothesis
+from framework.core.spec import Hypothesis, Interaction, Launches, load_hypothesis
 
 ROOT = Path(__file__).resolve().parents[1]
 EAGLE = ROOT / "hypotheses" / "eagle3_allreduce.yaml"

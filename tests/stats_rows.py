@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from framework.design import conditions
-from framework.spec import Hypothesis
+from framework.core.design import conditions
+from framework.core.spec import Hypothesis
 
 
 def simulate(h: Hypothesis, means: dict[int, float], *, launches: int | dict[int, int] = 5, requests: int = 3,

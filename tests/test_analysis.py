@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from framework.analysis import LOSS_LIMIT, TrialsConflict, analyze, sequential_look
-from framework.spec import Hypothesis, load_hypothesis
+from framework.analysis.verdicts import LOSS_LIMIT, TrialsConflict, analyze, sequential_look
+from framework.core.spec import Hypothesis, load_hypothesis
 from stats_rows import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,7 +146,7 @@ def test_unbounded_rank_interval_is_inconclusive_and_strict_json(eagle):
 
 
 def test_a_launch_that_served_nothing_is_counted_and_left_out_of_the_metric():
-    from framework.design import conditions
+    from framework.core.design import conditions
 
     h = load_hypothesis(ROOT / "hypotheses" / "eagle3_allreduce.yaml")
     cond = conditions(h)[0]
@@ -347,7 +347,7 @@ def test_anytime_pairs_launches_by_block_and_drops_incomplete_blocks(eagle):
 
 
 def test_a_sequential_run_stops_at_the_first_look_where_a_condition_measured_nothing(eagle):
-    # its verdicts can only be "no data" (framework.evidence): more launches would only burn machine time
+    # its verdicts can only be "no data" (framework.core.evidence): more launches would only burn machine time
     rows = [r for r in simulate(eagle, SEED_MEANS, launches=2, sd_request=EAGLE_SD, seed=19)
             if not (r["kind"] == "request" and r["condition"] == 0)]
     a, stop, reason = sequential_look(eagle, rows, look=1, max_looks=9)

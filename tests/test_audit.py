@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import framework.analysis
-from framework import audit
+import framework.analysis.verdicts
+from framework.records import audit
 from framework.records import ledger
 from records_fixtures import EAGLE, fake_analyze, make_run, trial_rows
 
@@ -19,7 +19,7 @@ NO_FUSION_GAIN = {("off", "baseline"): 92.6, ("on", "baseline"): 92.7, ("off", "
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> None:
     """Recompute with the same stand-in analysis the fixtures were built with (stats-independent)."""
-    monkeypatch.setattr(framework.analysis, "analyze", fake_analyze)
+    monkeypatch.setattr(framework.analysis.verdicts, "analyze", fake_analyze)
 
 
 @pytest.fixture
@@ -199,15 +199,15 @@ def test_sequential_settings_from_the_runner_record() -> None:
 
 
 def test_real_analysis_recomputes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """With the statistics engine itself (skipped until framework.analysis.analyze exists)."""
-    from framework.spec import load_hypothesis
+    """With the statistics engine itself (skipped until framework.analysis.verdicts.analyze exists)."""
+    from framework.core.spec import load_hypothesis
 
     try:
-        framework.analysis.analyze(load_hypothesis(EAGLE), trial_rows(load_hypothesis(EAGLE)))
+        framework.analysis.verdicts.analyze(load_hypothesis(EAGLE), trial_rows(load_hypothesis(EAGLE)))
     except NotImplementedError:
-        pytest.skip("framework.analysis.analyze is not implemented yet")
+        pytest.skip("framework.analysis.verdicts.analyze is not implemented yet")
     path = tmp_path / "verdicts.jsonl"
-    make_run(tmp_path, "run", path, analyze=framework.analysis.analyze)
+    make_run(tmp_path, "run", path, analyze=framework.analysis.verdicts.analyze)
     code, out = _run_audit(path, capsys)
     assert code == 0, out
 
@@ -215,7 +215,7 @@ def test_real_analysis_recomputes(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_duplicated_launch_rows_are_flagged_and_counted_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A resume that wrote launches into the run's file again: audit names it instead of a false verdict."""
     path = tmp_path / "verdicts.jsonl"
-    make_run(tmp_path, "run", path, analyze=framework.analysis.analyze,
+    make_run(tmp_path, "run", path, analyze=framework.analysis.verdicts.analyze,
              rows_hook=lambda rows: rows + [{**r, "reused_from": "run"} for r in rows])
     code, out = _run_audit(path, capsys)
     assert code == 1
@@ -228,7 +228,7 @@ def test_rows_appended_after_a_verdict_leave_it_valid_but_edits_do_not(tmp_path:
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """A later resume into the same directory appends; the earlier verdict stands on the prefix it used."""
     path = tmp_path / "verdicts.jsonl"
-    rec = make_run(tmp_path, "run", path, analyze=framework.analysis.analyze)
+    rec = make_run(tmp_path, "run", path, analyze=framework.analysis.verdicts.analyze)
     trials = path.parent / rec["trials"]["path"]
     extra = {"kind": "launch", "launch_id": "later-a1", "condition": 0, "replicate": 99, "attempt": 1, "ok": False,
              "error": "later"}
@@ -250,7 +250,7 @@ def test_the_audit_recomputes_the_bootstrap_with_the_recorded_seed(tmp_path: Pat
     path = tmp_path / "verdicts.jsonl"
 
     def run_with_seed_99(h, rows, **kw):
-        return framework.analysis.analyze(h, rows, seed=99, **kw)
+        return framework.analysis.verdicts.analyze(h, rows, seed=99, **kw)
 
     make_run(tmp_path, "run", path, hypothesis_path=hyp, analyze=run_with_seed_99,
              extra_analysis={"details": {"seed": 99}})
@@ -267,14 +267,14 @@ def test_the_audit_recomputes_anytime_launch_outcome_tests(tmp_path: Path, capsy
     hyp.write_text(EAGLE.read_text(encoding="utf-8").replace("predictions:\n", launch, 1)
                    .replace("  alpha: 0.05", "  alpha: 0.05\n  analysis: anytime"), encoding="utf-8")
     path = tmp_path / "verdicts.jsonl"
-    rec = make_run(tmp_path, "run", path, hypothesis_path=hyp, analyze=framework.analysis.analyze)
+    rec = make_run(tmp_path, "run", path, hypothesis_path=hyp, analyze=framework.analysis.verdicts.analyze)
     p = next(p for p in rec["predictions"] if p["id"] == "fused_baseline_starts")
     assert p["verdict"] == "supported" and p["details"]["p_anytime"] == p["p_value"] and p["ci"][0] > 0.2
     code, out = _run_audit(path, capsys)
     assert code == 0, out
 
     def counts_only(h, rows, **kw):
-        a = framework.analysis.analyze(h, rows, **kw)
+        a = framework.analysis.verdicts.analyze(h, rows, **kw)
         for q in a.predictions:
             if q.kind == "launches":
                 q.p_value, q.ci = None, None

@@ -22,7 +22,7 @@ def test_endpoint_backend_measures_a_server_it_did_not_start(workdir):
     hyp.mkdir()
     (hyp / "endpoint_smoke.yaml").write_text(SINGLE)
     port = free_port()
-    argv = [sys.executable, "-m", "framework.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port),
+    argv = [sys.executable, "-m", "framework.servers.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port),
             "--sim-speedup", "20"]
     with ServerProcess(ServerSpec(argv, "127.0.0.1", port, workdir / "sim.log", ready_timeout_s=60)) as server:
         out = framework("run", "hypothesis=endpoint_smoke", f"paths.hypotheses={hyp}", "backend=endpoint",

@@ -12,7 +12,7 @@ import pytest
 
 from framework.execution.client import run_workload
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
-from framework.spec import Workload
+from framework.core.spec import Workload
 
 EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
           "--speculative-num-draft-tokens", "4"]
@@ -25,7 +25,7 @@ SEED = [("baseline", [], 92.6), ("baseline+fusion", FUSION, 92.7), ("eagle3", EA
 @pytest.mark.parametrize("name,flags,expected", SEED, ids=[s[0] for s in SEED])
 def test_seed_figures_at_real_speed_within_2_percent(tmp_path, name, flags, expected):
     port = free_port()
-    argv = [sys.executable, "-m", "framework.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port),
+    argv = [sys.executable, "-m", "framework.servers.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port),
             "--sim-noise-scale", "0", "--sim-startup-s", "0", *flags]
     rows: list[dict] = []
     with ServerProcess(ServerSpec(argv, "127.0.0.1", port, tmp_path / "sim.log", ready_timeout_s=60)) as server:

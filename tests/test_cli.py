@@ -84,7 +84,7 @@ def _level(data: dict) -> dict:
 
 def in_process(monkeypatch, capsys, cwd: Path, *args: str) -> tuple[int, str, str]:
     """`python -m framework ARGS` in this interpreter (the same `main`), for fast bad-input checks."""
-    from framework.__main__ import main
+    from framework.cli import main
 
     monkeypatch.chdir(cwd)
     code = main(list(args))
@@ -233,8 +233,8 @@ design: {launches: 6, requests: 1, warmup: 0, seed: 5363}
 
 
 def test_sequential_run_stops_at_its_first_deciding_look_says_why_and_audits_clean(workdir):
-    from framework.analysis import sequential_look
-    from framework.spec import Hypothesis
+    from framework.analysis.verdicts import sequential_look
+    from framework.core.spec import Hypothesis
 
     hyp = workdir / "hyp"
     hyp.mkdir()
@@ -336,14 +336,14 @@ def test_resuming_from_damaged_trials_names_the_file_and_line_before_anything_st
 
 
 def test_a_hypothesis_path_names_its_run_directory_by_its_stem_inside_outputs():
-    from framework.app import run_name
+    from framework.run.app import run_name
 
     assert run_name("eagle3_allreduce") == "eagle3_allreduce"
     assert run_name("../../elsewhere/my hypothesis ü.yaml") == "my_hypothesis_ü"
     assert run_name("..") == "hypothesis"
     from hydra import compose as hydra_compose, initialize_config_dir
 
-    from framework.app import CONF_DIR
+    from framework.run.app import CONF_DIR
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=["hypothesis=../../x/y.yaml"], return_hydra_config=True)

@@ -3,8 +3,8 @@
 from collections import Counter
 from pathlib import Path
 
-from framework import design
-from framework.spec import load_experiment, load_hypothesis
+from framework.core import design
+from framework.core.spec import load_experiment, load_hypothesis
 
 ROOT = Path(__file__).resolve().parent.parent
 H = load_hypothesis(ROOT / "hypotheses" / "eagle3_allreduce.yaml")

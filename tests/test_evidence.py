@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from framework.analysis import analyze
-from framework.design import conditions
-from framework.evidence import empty_conditions
-from framework.spec import load_hypothesis
+from framework.analysis.verdicts import analyze
+from framework.core.design import conditions
+from framework.core.evidence import empty_conditions
+from framework.core.spec import load_hypothesis
 from stats_rows import simulate
 
 ROOT = Path(__file__).resolve().parent.parent

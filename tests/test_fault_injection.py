@@ -106,7 +106,7 @@ def _seconds(row: dict) -> float:
 
 
 def test_the_run_ends_with_no_data_exit_and_no_orphan(run):
-    assert run.out.returncode == 3, run.out.stderr[-3000:]  # a condition measured nothing (framework.evidence)
+    assert run.out.returncode == 3, run.out.stderr[-3000:]  # a condition measured nothing (framework.core.evidence)
     assert "Traceback" not in run.out.stderr and "error: no data:" in run.out.stderr
     assert no_servers_left(run.workdir), "a faulty server outlived its run"
 

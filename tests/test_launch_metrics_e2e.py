@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from cli_helpers import ROOT, framework, ledger_records, no_servers_left
-from framework.analysis import analyze
-from framework.metrics import launch_value
+from framework.analysis.verdicts import analyze
+from framework.core.metrics import launch_value
 from framework.records.trials import read_trials
-from framework.spec import load_hypothesis
+from framework.core.spec import load_hypothesis
 
 EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "lmsys/SGLang-EAGLE3-DeepSeek-V3",
           "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]

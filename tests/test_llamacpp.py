@@ -2,7 +2,7 @@
 
 Marker `llamacpp`: part of the default `python -m pytest -q` whenever llama-cpp-python[server] and
 gguf are installed (`.ci/run` installs them), skipped with the reason otherwise. The model is the
-seeded tiny Llama (framework.tiny_gguf), generated once per module in a second or two.
+seeded tiny Llama (framework.assets.tiny_gguf), generated once per module in a second or two.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import framework, ledger_records, starts_hypothesis
-from framework import design
+from framework.core import design
 from framework.execution.backends import BackendSettings, server_spec
 from framework.execution.failures import classify
 from framework.execution.launcher import LaunchError, ServerProcess, free_port, log_tail
-from framework.spec import Experiment, Hypothesis
-from framework.tiny_gguf import tiny_llama, write_gguf
+from framework.core.spec import Experiment, Hypothesis
+from framework.assets.tiny_gguf import tiny_llama, write_gguf
 
 MISSING = [m for m in ("llama_cpp", "gguf", "fastapi", "sse_starlette", "pydantic_settings")
            if importlib.util.find_spec(m) is None]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from framework.metrics import check_metric, itls, launch_summary, launch_value, meets_slo
+from framework.core.metrics import check_metric, itls, launch_summary, launch_value, meets_slo
 
 
 def row(start, ttft, gaps, warmup=False, ok=True, scale=1.0):

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from cli_helpers import ROOT, framework
-from framework import planning
+from framework.analysis import planning
 from framework.execution.client import client_health
 from framework.records.trials import client_bottlenecks
-from framework.spec import load_hypothesis
+from framework.core.spec import load_hypothesis
 
 H = ROOT / "hypotheses" / "eagle3_under_load.yaml"
 
@@ -19,7 +19,7 @@ H = ROOT / "hypotheses" / "eagle3_under_load.yaml"
 def pilot_rows(sd_launch: float, launches: int = 4, seed: int = 0) -> list[dict]:
     """Launches of eagle3_under_load whose throughput varies by sd_launch (log) between launches."""
     h = load_hypothesis(H)
-    from framework.design import conditions
+    from framework.core.design import conditions
 
     rng = np.random.default_rng(seed)
     rows = []

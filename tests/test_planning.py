@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from framework import planning
-from framework.spec import load_hypothesis
+from framework.analysis import planning
+from framework.core.spec import load_hypothesis
 from framework.stats import decisions, effects
 from stats_rows import simulate
 
@@ -96,8 +96,8 @@ def test_slow_launches_raise_the_plan_for_a_tight_margin():
 
 def test_the_sims_measurement_noise_enters_the_plan_from_the_profile():
     """plan adds what a probe measured (per-request and between-launch sd) to the model's noise, in quadrature."""
-    from framework.plan_cmd import plan_from_profile
-    from framework.spec import load_experiment
+    from framework.cli.plan import plan_from_profile
+    from framework.core.spec import load_experiment
 
     h = load_hypothesis(ROOT / "hypotheses" / "eagle3_allreduce.yaml")
     exp = load_experiment(ROOT / "experiments" / f"{h.experiment}.yaml")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from framework.preflight import backend_settings, executable_problem, level_problems
-from framework.spec import SpecError, load_experiment, load_hypothesis
+from framework.run.preflight import backend_settings, executable_problem, level_problems
+from framework.core.spec import SpecError, load_experiment, load_hypothesis
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,7 +4,7 @@ import io
 
 from rich.console import Console
 
-from framework.progress import print_verdict_table
+from framework.present.progress import print_verdict_table
 
 
 def test_reasons_with_brackets_print_verbatim():

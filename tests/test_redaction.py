@@ -7,10 +7,10 @@ import stat
 from pathlib import Path
 
 from cli_helpers import framework, ledger_records, starts_hypothesis
-from framework.design import conditions
+from framework.core.design import conditions
 from framework.execution.backends import BackendSettings, server_spec
-from framework.redaction import Redactor, is_secret_name, ledger_salt, secret_overrides, secret_values
-from framework.spec import load_experiment, load_hypothesis
+from framework.run.redaction import Redactor, is_secret_name, ledger_salt, secret_overrides, secret_values
+from framework.core.spec import load_experiment, load_hypothesis
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "PLANTED-api-key-7f3a9c"
@@ -82,7 +82,7 @@ def test_a_planted_key_is_in_no_file_a_run_writes(workdir):
 
 
 def test_every_trials_row_is_scrubbed_where_a_server_takes_the_key_as_a_flag(tmp_path):
-    from framework.runner import TrialsWriter
+    from framework.run.runner import TrialsWriter
 
     writer = TrialsWriter(tmp_path / "trials.jsonl", Redactor((KEY,), b"salt"))
     writer.write({"kind": "launch", "launch_id": "a", "argv": ["python", "-m", "sglang.launch_server", "--api-key", KEY],
@@ -95,8 +95,8 @@ def test_every_trials_row_is_scrubbed_where_a_server_takes_the_key_as_a_flag(tmp
 def test_a_key_in_the_runs_hydra_files_is_gone_before_the_first_launch(tmp_path, monkeypatch):
     # a key set in a config file reaches .hydra/config.yaml verbatim (Hydra writes it at job start);
     # a run killed mid-way must not leave it there, so it is scrubbed before anything is launched
-    import framework.runner as runner
-    from framework.app import compose
+    import framework.run.runner as runner
+    from framework.run.app import compose
 
     cfg = compose(["hypothesis=eagle3_allreduce", f"backend.api_key={KEY}", f"ledger={tmp_path / 'v.jsonl'}"])
     run_dir = tmp_path / "run"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from framework import report
+from framework.present import report
 from records_fixtures import make_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -69,7 +69,7 @@ def test_first_looks_with_astronomical_intervals_are_drawn_clipped() -> None:
 
 
 def test_multirun_directory_report_with_sweep_summary(tmp_path: Path) -> None:
-    from framework.sweep import SUMMARY_JSON, summarize
+    from framework.run.sweep import SUMMARY_JSON, summarize
 
     sweep = tmp_path / "multirun"
     led = tmp_path / "verdicts.jsonl"

@@ -2,8 +2,8 @@
 
 import pytest
 
-from framework.runner import ConfigError, completed_launches, effective_design
-from framework.spec import Design
+from framework.run.runner import ConfigError, completed_launches, effective_design
+from framework.core.spec import Design
 
 
 def test_design_overrides_apply_non_null_values_only():

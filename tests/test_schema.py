@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from framework.schema import cmd_schema
+from framework.cli.schema import cmd_schema
 
 
 def test_schema_covers_every_record_kind(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from framework.sim.fidelity import decision_could_move
-from framework.sim import model
-from framework.sim.args import parse_server_args
-from framework.sim.profile import load_profile
-from framework.spec import load_hypothesis
+from framework.servers.sim.fidelity import decision_could_move
+from framework.servers.sim import model
+from framework.servers.sim.args import parse_server_args
+from framework.servers.sim.profile import load_profile
+from framework.core.spec import load_hypothesis
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,7 +43,7 @@ def test_a_decision_is_unreliable_only_when_the_bias_reaches_a_threshold():
 
 
 def test_open_loop_lateness_on_the_model_clock_is_measured_per_launch():
-    from framework.sim.fidelity import sim_open_loop_lateness
+    from framework.servers.sim.fidelity import sim_open_loop_lateness
 
     def row(launch: str, scheduled: float, arrived: float) -> dict:
         return {"kind": "request", "ok": True, "clock": "sim_model", "launch_id": launch, "scheduled_s": scheduled,

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from cli_helpers import ROOT, framework, ledger_records
-from framework.sim import model
+from framework.servers.sim import model
 
 FLAGS = ["--tp-size", "8", "--mem-fraction-static", "0.85", "--cuda-graph-max-bs", "16"]  # the experiment's
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from framework.spec import SpecError, load_experiment, load_hypothesis, parse_yaml
+from framework.core.spec import SpecError, load_experiment, load_hypothesis, parse_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = (ROOT / "hypotheses" / "eagle3_allreduce.yaml").read_text()
@@ -107,7 +107,7 @@ def test_parser_never_crashes_on_arbitrary_text(text):
 
 
 def test_launches_failure_class_is_checked():
-    from framework.spec import Launches
+    from framework.core.spec import Launches
 
     ok = Launches(id="x", kind="launches", where={}, expect="fails", failure_class="port_in_use")
     assert ok.failure_class == "port_in_use"

@@ -20,11 +20,11 @@ def test_property_tests_are_derandomized_without_a_database_or_deadline():
 
 
 def test_a_test_counts_its_own_servers_and_not_anyone_elses(tmp_path):
-    """Another user's (or another test's) `framework.sim` beside ours is not counted as ours."""
+    """Another user's (or another test's) `framework.servers.sim` beside ours is not counted as ours."""
     mine, theirs = tmp_path / "mine", tmp_path / "theirs"
 
     def sim(workdir):
-        argv = [sys.executable, "-m", "framework.sim", "--model-path", "m", "--port", str(free_port())]
+        argv = [sys.executable, "-m", "framework.servers.sim", "--model-path", "m", "--port", str(free_port())]
         return subprocess.Popen(argv, cwd=ROOT, env=run_env(workdir), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
 

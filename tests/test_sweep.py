@@ -14,7 +14,7 @@ import pytest
 from omegaconf import OmegaConf
 from statsmodels.stats.multitest import multipletests
 
-from framework.sweep import SweepSummary, expected_jobs, summarize, to_markdown, write_summary
+from framework.run.sweep import SweepSummary, expected_jobs, summarize, to_markdown, write_summary
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -224,7 +224,7 @@ hydra:
     subdir: ${hydra.job.num}-${hypothesis}
   callbacks:
     sweep_summary:
-      _target_: framework.sweep.SweepSummary
+      _target_: framework.run.sweep.SweepSummary
 '''
 
 
@@ -272,7 +272,7 @@ def test_a_sequential_job_enters_the_family_with_its_valid_p_value() -> None:
 def test_a_job_that_measured_nothing_is_named_and_makes_the_sweep_exit_3(tmp_path: Path, monkeypatch,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     # joblib and SLURM jobs run in other processes: the sweep callback, in the parent, is what sees them
-    import framework.sweep as sweep_mod
+    import framework.run.sweep as sweep_mod
 
     monkeypatch.setattr(sweep_mod, "NO_DATA_JOBS", [])
     empty = {**record("cuda13", [("p", "inconclusive", None)], verdict="inconclusive"), "run_dir": "runs/2",

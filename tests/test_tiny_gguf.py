@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from framework import tiny_gguf
+from framework.assets import tiny_gguf
 
 
 def test_same_seed_same_tensors_other_seed_other_weights():

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
-from framework.workload import (
+from framework.core.workload import (
     Workload, arrival_times, draw_lengths, make_plan, parse_dataset, schedule_hash, total_requests, Normal, Uniform,
 )
 

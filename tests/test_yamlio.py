@@ -7,8 +7,8 @@ import tracemalloc
 
 import pytest
 
-from framework import yamlio
-from framework.spec import SpecError, parse_yaml
+from framework.core import yamlio
+from framework.core.spec import SpecError, parse_yaml
 
 
 def _bomb(levels: int) -> str:

@@ -46,7 +46,7 @@ run() {  # one hypothesis through the framework's normal path, its run directory
 
 one_check() {  # one executor logits check, killed (stacks printed) if it hangs
   local name=$1; shift
-  timeout -s KILL "${CHECK_TIMEOUT:-150}" python3 -m framework.gpuserver.check --model-path llama-1b --device cuda --verbose 120 \
+  timeout -s KILL "${CHECK_TIMEOUT:-150}" python3 -m framework.servers.gpu.check --model-path llama-1b --device cuda --verbose 120 \
     --out /tmp/checks/$name.pt "$@"
 }
 

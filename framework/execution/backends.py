@@ -23,10 +23,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from framework import design
+from framework.core import design
 from framework.execution.failures import Patterns
 from framework.execution.launcher import ServerSpec
-from framework.spec import Experiment, Hypothesis
+from framework.core.spec import Experiment, Hypothesis
 
 Protocol = Literal["sglang", "openai"]
 BackendName = Literal["sim", "gpu", "sglang", "endpoint", "vllm", "llamacpp", "llama_server", "command"]
@@ -86,19 +86,19 @@ _SGLANG_PATTERNS: Patterns = (
 
 BACKENDS: dict[str, Backend] = {
     "sim": Backend(
-        name="sim", argv=_SGLANG_ARGV, simulated=True, flags="sglang", module="framework.sim", health_path="/health", protocol="sglang",
+        name="sim", argv=_SGLANG_ARGV, simulated=True, flags="sglang", module="framework.servers.sim", health_path="/health", protocol="sglang",
         api_key_env="SIM_API_KEY", failure_patterns=_SGLANG_PATTERNS, version_package="framework",
         metrics_path="/metrics", metrics_prefix="sglang:", info_paths=("/get_server_info",),
         notes="the embedded simulated SGLang server; SGLang's flags plus --sim-*"),
     "gpu": Backend(
-        name="gpu", argv=_SGLANG_ARGV, flags="gpu", module="framework.gpuserver", health_path="/health", protocol="sglang",
+        name="gpu", argv=_SGLANG_ARGV, flags="gpu", module="framework.servers.gpu", health_path="/health", protocol="sglang",
         api_key_args=("--api-key", "{api_key}"),
         failure_patterns=(
             ("out_of_memory", r"CUDA out of memory|OutOfMemoryError"),
             ("bad_value", r"needs \d+ GPUs; \d+ visible|not divisible by tp_size|unknown model"),
         ),
         version_package="framework", metrics_path="/metrics", info_paths=("/get_server_info",),
-        notes="the project's torch GPU server (framework.gpuserver): SGLang's flags and API, random weights"),
+        notes="the project's torch GPU server (framework.servers.gpu): SGLang's flags and API, random weights"),
     "sglang": Backend(
         name="sglang", argv=_SGLANG_ARGV, flags="sglang", module="sglang.launch_server", health_path="/health", protocol="sglang",
         api_key_args=("--api-key", "{api_key}"),  # SGLang takes it only as a flag (docs/backends.md)

@@ -1,4 +1,4 @@
-"""The HTTP workload client: executes a workload plan (framework.workload) over real HTTP, on asyncio.
+"""The HTTP workload client: executes a workload plan (framework.core.workload) over real HTTP, on asyncio.
 
 One event loop drives every stream (aiohttp, one shared connection pool without a cap): threads
 with a blocking client could not keep 256 streams timed on 2 cores (benchmarks/client_fidelity.py
@@ -14,7 +14,7 @@ Endpoints (`workload.endpoint`, else the backend's protocol):
   content chunks, and the row says so).
 
 Every chunk's arrival time and token count is kept, so the derived figures can be recomputed from
-the raw data (framework.metrics). Durations are multiplied by `time_scale` (the simulator's
+the raw data (framework.core.metrics). Durations are multiplied by `time_scale` (the simulator's
 speed-up, 1 for real servers) so every figure is on the model's clock. Errors and streams cut
 mid-way become failed rows with a reason; nothing is dropped silently.
 
@@ -37,7 +37,7 @@ import numpy as np
 import requests
 
 from framework.records.ledger import sha256_file
-from framework.workload import (
+from framework.core.workload import (
     ENDPOINT_PATHS, PROMPT_TOKEN_RANGE, DatasetRow, Endpoint, Plan, PlannedRequest, Workload, endpoint_of,
     make_plan, parse_dataset,
 )

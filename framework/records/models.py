@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from framework.analysis import Verdict
+from framework.analysis.verdicts import Verdict
 
 
 class _Record(BaseModel):

@@ -21,7 +21,7 @@ from typing import Any
 
 from framework.records import ledger
 from framework.records.models import AmendmentRecord, HypothesisRef, RegistrationRecord
-from framework.spec import SpecError, parse_yaml
+from framework.core.spec import SpecError, parse_yaml
 
 
 class RegistrationChanged(Exception):

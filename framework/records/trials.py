@@ -34,7 +34,7 @@ class LaunchRow(_Row):
     seed: int
     ok: bool
     exit_code: int | None = None
-    reachable: bool | None = None  # False: an endpoint that never answered (no evidence, framework.evidence)
+    reachable: bool | None = None  # False: an endpoint that never answered (no evidence, framework.core.evidence)
     error: str | None = None  # "<failure class>: <the log line that shows it> (exit code N)"
     failure_class: str | None = None  # framework.execution.failures.FAILURE_CLASSES
     failure_line: str | None = None
@@ -104,7 +104,7 @@ class WorkloadRow(_Row):
     """The end of one launch's workload: the workload as resolved and the client's own timing.
 
     `seed`, `schedule_sha256` (open loop) and `dataset` ({path, sha256, rows_used}) let anyone
-    rebuild the exact requests (framework.workload.make_plan); `client` holds the send lateness,
+    rebuild the exact requests (framework.core.workload.make_plan); `client` holds the send lateness,
     the event loop's lag and whether the client was the bottleneck.
     """
 

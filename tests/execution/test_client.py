@@ -50,7 +50,7 @@ import asyncio  # noqa: E402
 import aiohttp  # noqa: E402
 
 from framework.execution.client import generate_body, measure_request  # noqa: E402
-from framework.spec import Workload  # noqa: E402
+from framework.core.spec import Workload  # noqa: E402
 
 
 def _measure(url: str, body: dict, timeout: float) -> dict:

@@ -9,7 +9,7 @@ import pytest
 
 from framework.execution.client import run_workload
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
-from framework.workload import Workload
+from framework.core.workload import Workload
 
 SPEEDUP = 4.0  # slow enough that a loaded 2-core machine keeps the sim on its clock
 
@@ -18,7 +18,7 @@ SPEEDUP = 4.0  # slow enough that a loaded 2-core machine keeps the sim on its c
 def sim(tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("sim") / "sim.log"
-    argv = [sys.executable, "-m", "framework.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port),
+    argv = [sys.executable, "-m", "framework.servers.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port),
             "--sim-speedup", str(SPEEDUP), "--sim-noise-scale", "0", "--sim-startup-s", "0", "--random-seed", "3"]
     with ServerProcess(ServerSpec(argv, "127.0.0.1", port, log, ready_timeout_s=60)) as server:
         yield server.spec.base_url
@@ -82,7 +82,7 @@ def test_open_loop_sends_on_schedule(sim):
     assert all(r["send_lateness_wall_s"] is not None and r["send_lateness_wall_s"] >= 0 for r in rows)
     assert out["client"]["send_lateness_wall_s"]["n"] == 42 and len(out["schedule_sha256"]) == 64
     # the schedule as recorded is the seeded one: rerun the plan and compare the hashes
-    from framework.workload import make_plan
+    from framework.core.workload import make_plan
 
     assert make_plan(w, requests_n=40, warmup=2, seed=11).resolved["schedule_sha256"] == out["schedule_sha256"]
 

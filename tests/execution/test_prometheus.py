@@ -34,7 +34,7 @@ def test_label_values_with_braces_and_a_bad_line_are_handled_by_the_library_pars
 
 def test_a_launch_keeps_the_servers_own_counters(tmp_path):
     port = free_port()
-    argv = [sys.executable, "-m", "framework.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port),
+    argv = [sys.executable, "-m", "framework.servers.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port),
             "--enable-metrics", "--sim-speedup", "20"]
     with ServerProcess(ServerSpec(argv, "127.0.0.1", port, tmp_path / "sim.log", ready_timeout_s=60)) as server:
         counters = server_metrics(server.spec.base_url, BackendSettings(name="sim"))

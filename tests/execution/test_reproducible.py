@@ -12,14 +12,14 @@ import sys
 
 from framework.execution.client import run_workload
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
-from framework.workload import Workload
+from framework.core.workload import Workload
 
 FIGURES = ("decode_tok_s", "ttft_s", "tpot_s", "e2e_s", "accept_length", "completion_tokens")
 
 
 def _measure(tmp_path, name: str) -> list[tuple]:
     port = free_port()
-    argv = [sys.executable, "-m", "framework.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port),
+    argv = [sys.executable, "-m", "framework.servers.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port),
             "--sim-speedup", "20", "--sim-startup-s", "0", "--random-seed", "7",
             "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
             "--speculative-num-draft-tokens", "4"]

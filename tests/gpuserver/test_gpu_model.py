@@ -10,10 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")
 
-from framework.gpuserver import shapes  # noqa: E402
-from framework.gpuserver.comm import TPGroup  # noqa: E402
-from framework.gpuserver.executor import Executor, graph_batch_sizes  # noqa: E402
-from framework.gpuserver.model import Llama  # noqa: E402
+from framework.servers.gpu import shapes  # noqa: E402
+from framework.servers.gpu.comm import TPGroup  # noqa: E402
+from framework.servers.gpu.executor import Executor, graph_batch_sizes  # noqa: E402
+from framework.servers.gpu.model import Llama  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = shapes.PRESETS["tiny"]
@@ -93,7 +93,7 @@ def test_shapes_presets_config_dirs_and_clear_errors(tmp_path):
 
 def _check(tmp_path: Path, name: str, *args: str) -> dict:
     out = tmp_path / f"{name}.pt"
-    subprocess.run([sys.executable, "-m", "framework.gpuserver.check", "--out", str(out), *args], cwd=ROOT,
+    subprocess.run([sys.executable, "-m", "framework.servers.gpu.check", "--out", str(out), *args], cwd=ROOT,
                    check=True, timeout=180, env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
     return torch.load(out)
 
@@ -101,7 +101,7 @@ def _check(tmp_path: Path, name: str, *args: str) -> dict:
 def test_two_process_tensor_parallelism_over_gloo_matches_one_process(tmp_path):
     from argparse import Namespace
 
-    from framework.gpuserver.check import run_rank
+    from framework.servers.gpu.check import run_rank
 
     run_rank(0, Namespace(model_path="tiny", tp_size=1, device="cpu", symm_mem=False, graphs=False, seed=0, verbose=0,
                           out=str(tmp_path / "tp1.pt")), "")

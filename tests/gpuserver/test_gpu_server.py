@@ -37,7 +37,7 @@ def _free_port() -> int:
 def start(tmp: Path, *args: str) -> tuple[subprocess.Popen, str, Path]:
     port = _free_port()
     log = tmp / f"gpu-{port}.log"
-    argv = [sys.executable, "-m", "framework.gpuserver", "--model-path", "tiny", "--served-model-name", "m",
+    argv = [sys.executable, "-m", "framework.servers.gpu", "--model-path", "tiny", "--served-model-name", "m",
             "--context-length", "128", "--port", str(port), "--random-seed", "1", *args]
     with open(log, "w") as fh:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
@@ -143,9 +143,9 @@ def test_openai_client(server):
 
 def test_bad_flags_and_models_exit_2():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([sys.executable, "-m", "framework.gpuserver", "--model-path", "tiny", "--bogus-flag"],
+    p = subprocess.run([sys.executable, "-m", "framework.servers.gpu", "--model-path", "tiny", "--bogus-flag"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 2 and "--bogus-flag" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "framework.gpuserver", "--model-path", "no-such-model"],
+    p = subprocess.run([sys.executable, "-m", "framework.servers.gpu", "--model-path", "no-such-model"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 2 and "llama-1b" in p.stderr and "Traceback" not in p.stderr

@@ -10,8 +10,8 @@ import time
 import pytest
 import requests
 
-from framework.sim import model
-from framework.sim.profile import load_profile
+from framework.servers.sim import model
+from framework.servers.sim.profile import load_profile
 
 from conftest import spawn, stop, wait_ready
 

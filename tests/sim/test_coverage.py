@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from framework.design import sim_conditions
-from framework.sim.coverage import Condition, check
-from framework.spec import load_experiment, load_hypothesis
+from framework.core.design import sim_conditions
+from framework.servers.sim.coverage import Condition, check
+from framework.core.spec import load_experiment, load_hypothesis
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ["--model-path", "deepseek-ai/DeepSeek-V3", "--tp-size", "8"]

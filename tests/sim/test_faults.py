@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from framework.sim.args import parse_server_args
-from framework.sim.faults import FaultPlan
+from framework.servers.sim.args import parse_server_args
+from framework.servers.sim.faults import FaultPlan
 
 
 def test_no_fault_flag_means_no_plan():

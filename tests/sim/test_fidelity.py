@@ -2,7 +2,7 @@
 
 import pytest
 
-from framework.sim.fidelity import sim_metric_lags, sim_relative_lag
+from framework.servers.sim.fidelity import sim_metric_lags, sim_relative_lag
 
 
 def test_sim_relative_lag_is_the_worst_request():
@@ -30,7 +30,7 @@ def test_sim_metric_lags_count_only_the_chunks_the_metric_depends_on():
 
 
 def test_late_open_loop_arrivals_mark_verdicts_unreliable_above_the_warning_threshold():
-    from framework.sim.fidelity import SIM_LAG_WARN, open_loop_mark
+    from framework.servers.sim.fidelity import SIM_LAG_WARN, open_loop_mark
 
     assert open_loop_mark(None) is None
     assert open_loop_mark({"median_s": 0.001, "max_s": 0.002, "median_relative": SIM_LAG_WARN / 2}) is None

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from framework.sim import flags
-from framework.sim.args import build_parser, parse_server_args
+from framework.servers.sim import flags
+from framework.servers.sim.args import build_parser, parse_server_args
 
 ROOT = Path(__file__).resolve().parents[2]
 

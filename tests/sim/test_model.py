@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings, strategies as st
 
-from framework.sim import model
-from framework.sim.args import parse_server_args
-from framework.sim.profile import ProfileError, available_profiles, load_profile, resolve_profile_path
+from framework.servers.sim import model
+from framework.servers.sim.args import parse_server_args
+from framework.servers.sim.profile import ProfileError, available_profiles, load_profile, resolve_profile_path
 
 E3 = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d", "--speculative-num-steps", "3",
       "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
@@ -154,8 +154,8 @@ def test_spec_defaults_follow_sglang():
 
 
 def test_request_log_sd_is_larger_for_eagle3_and_zero_without_noise():
-    from framework.sim.model import request_log_sd
-    from framework.sim.profile import load_profile
+    from framework.servers.sim.model import request_log_sd
+    from framework.servers.sim.profile import load_profile
 
     prof = load_profile("rtx_pro_6000_tp8")
     eagle = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",

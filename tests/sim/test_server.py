@@ -131,7 +131,7 @@ def test_api_key(sim_factory):
 
 
 def test_unknown_flag_exits_2():
-    p = subprocess.run([sys.executable, "-m", "framework.sim", "--model-path", "m", "--bogus-flag"],
+    p = subprocess.run([sys.executable, "-m", "framework.servers.sim", "--model-path", "m", "--bogus-flag"],
                        cwd=REPO, capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "usage:" in p.stderr and "--bogus-flag" in p.stderr
 

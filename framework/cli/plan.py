@@ -1,0 +1,305 @@
+"""`python -m framework plan hypothesis=NAME [pilot=RUN_DIR] [power=0.9] [KEY=VALUE...]`.
+
+Launches per condition needed for the target power on each prediction, and the expected wall
+time. The assumptions come from a pilot run's trials (its means, variance components and
+measured launch and request costs) or, without a pilot, from the simulator's model of the
+experiment's hardware profile (expected means and its noise magnitudes, launch cost = the
+profile's start-up time). The printout says which.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from framework.core import design as design_mod
+from framework.present.progress import make_console
+from framework.analysis.planning import (AnytimePlan, PlanRow, anytime_cap, launches_for_hypothesis, pilot_assumptions,
+                                plan, plan_anytime)
+from framework.core.metrics import is_launch_metric
+from framework.core.workload import mean_length
+from framework.core.spec import Design, Experiment, Hypothesis
+
+PLAN_KEYS = ("pilot", "power", "probe")
+PROBE_LAUNCHES, PROBE_REQUESTS = 2, 4  # per condition: enough to see the sim's measurement noise, ~15 s in all
+
+
+def probe_measurement_noise(h: Hypothesis, exp: Experiment, backend_cfg: dict[str, Any], *, launches: int,
+                            requests: int) -> dict[str, Any]:
+    """The sim's own measurement noise on this machine, now: launches with its noise model switched off.
+
+    With `--sim-noise-scale 0` the simulator's model is deterministic, so whatever spread the metric
+    still shows between requests and launches comes from measuring it: the sim's clock and
+    scheduling at the configured speed-up, the HTTP client, the machine's load. Returns per-condition
+    within-launch sds and the pooled between-launch sd (log scale), as the ANOVA of section 6 of
+    docs/statistics.md estimates them.
+    """
+    import math
+    import tempfile
+
+    from framework.execution.backends import BackendSettings, server_spec
+    from framework.execution.client import run_workload
+    from framework.execution.launcher import LaunchError, ServerProcess, free_port
+    from framework.stats.variance import components, pooled_components
+
+    backend = BackendSettings.model_validate({**backend_cfg, "noise_scale": 0.0})
+    within: dict[int, float] = {}
+    groups_by_cond: list[list[list[float]]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for cond in design_mod.conditions(h):
+            groups: list[list[float]] = []
+            for i in range(launches):
+                port = free_port(backend.host)
+                spec = server_spec(backend, exp, h, cond, port=port, seed=1000 + i,
+                                   log_path=Path(tmp) / f"probe-{cond.index}-{i}.log")
+                values: list[float] = []
+                try:
+                    with ServerProcess(spec) as server:
+                        server.wait_ready()
+                        run_workload(spec.base_url, design_mod.workload_for(h, exp, cond), requests_n=requests,
+                                     warmup=1, seed=1000 + i, time_scale=backend.time_scale, api_key=backend.api_key,
+                                     on_row=lambda _i, warm, row: values.append(row.get(h.metric))
+                                     if not warm and row.get("ok") else None)
+                except LaunchError:
+                    break  # a configuration that does not start (a launches prediction): nothing to measure
+                logs = [math.log(v) for v in values if isinstance(v, (int, float)) and v > 0]
+                if logs:
+                    groups.append(logs)
+            comp = components(groups)
+            if comp.var_within is not None:
+                within[cond.index] = math.sqrt(comp.var_within)
+            groups_by_cond.append(groups)
+    pooled = pooled_components(groups_by_cond)
+    return {"within": within, "between": math.sqrt(pooled.var_between or 0.0),
+            "launches": launches, "requests": requests, "speedup": backend.speedup}
+
+
+def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests: int, warmup: int,
+                      alpha: float, measurement: dict[str, Any] | None = None) -> tuple[list[PlanRow], str]:
+    """Plan from the sim's model of the profile, plus the measurement noise a probe saw (added in quadrature)."""
+    assumptions, source = profile_assumptions(h, exp, measurement=measurement)
+    return plan(h, **assumptions, requests=requests, warmup=warmup, power=power, alpha=alpha), source
+
+
+def profile_assumptions(h: Hypothesis, exp: Experiment, *,
+                        measurement: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+    """The sim's model of the profile as `plan`'s / `plan_anytime`'s keyword arguments, and a line saying so."""
+    from framework.servers.sim.model import expected_metrics, request_log_sd
+    from framework.servers.sim.profile import load_profile
+
+    means: dict[int, float] = {}
+    sd_req: dict[int, float] = {}
+    launch_cost: dict[int, float] = {}
+    request_cost: dict[int, float] = {}
+    sd_launch = 0.0
+    slow_prob, slow_factor = 0.0, 1.0
+    for cond in design_mod.conditions(h):
+        profile = load_profile(design_mod.sim_profile_for(h, exp, cond))
+        flags = design_mod.server_args_for(h, exp, cond)
+        w = design_mod.workload_for(h, exp, cond)
+        if w.open_loop or w.dataset is not None:
+            raise ValueError(f"the simulator's planning model covers closed-loop synthetic workloads; condition "
+                             f"{cond.label()} runs an open loop or a dataset: plan from a pilot run "
+                             f"(plan hypothesis={h.name} pilot=RUN_DIR)")
+        try:
+            m = expected_metrics(profile, flags, mean_length(w.prompt_tokens), mean_length(w.output_tokens),
+                                 w.concurrency)
+        except Exception:  # a configuration the profile cannot start (a launches prediction)
+            continue
+        value = m.get(h.metric)
+        if isinstance(value, (int, float)) and value > 0:
+            means[cond.index] = float(value)
+        sd_launch = max(sd_launch, float(m["launch_log_sd"]))
+        slow_prob, slow_factor = float(m["slow_launch_prob"]), float(m["slow_launch_factor"])
+        sd_req[cond.index] = (request_log_sd(profile, flags, mean_length(w.output_tokens))
+                              if h.metric == "decode_tok_s" else float(m["request_log_sd"]))
+        launch_cost[cond.index] = float(profile.startup_s)
+        request_cost[cond.index] = float(m["e2e_s"])
+    if measurement:  # what measuring adds on this machine: independent of the model's noise, so variances add
+        sd_launch = math.hypot(sd_launch, float(measurement["between"]))
+        for c, extra in measurement["within"].items():
+            if c in sd_req:
+                sd_req[c] = math.hypot(sd_req[c], float(extra))
+    # a slow launch makes every forward slower: rates fall by the factor, times rise by it
+    slower = 1.0 / slow_factor if h.metric in ("decode_tok_s", "output_tok_s") else slow_factor
+    assumptions = {"means": means, "sd_launch_log": sd_launch, "sd_request_log": sd_req, "launch_cost_s": launch_cost,
+                   "request_cost_s": request_cost, "slow_launch_prob": slow_prob, "slow_launch_factor": slower}
+    source = (f"assumptions from the simulator's model of profile {exp.sim.profile!r}: expected means, launch sd "
+              f"{sd_launch:.2%} plus {slow_prob:.0%} slow launches ({slow_factor - 1:+.0%}), per-request sd by Monte Carlo of its noise model, launch cost = profile start-up "
+              f"({launch_cost and next(iter(launch_cost.values())):.0f} s; a real launch of a large model takes minutes: "
+              f"plan from a pilot run for real costs)")
+    if measurement:
+        within = ", ".join(f"{v:.2%}" for _, v in sorted(measurement["within"].items()))
+        source += (f"; plus the sim's measurement noise on this machine, probed now with its noise model off "
+                   f"({measurement['launches']} launches x {measurement['requests']} requests per condition at "
+                   f"speed-up {measurement['speedup']:g}): between launches {measurement['between']:.2%}, "
+                   f"per request {within} (probe=false leaves it out)")
+    return assumptions, source
+
+
+def plan_command(args: list[str]) -> int:
+    from framework.cli import _kv
+    from framework.run.app import compose, precheck
+    from framework.records.trials import read_trials
+    from framework.run.runner import ConfigError, effective_design, load_pair
+
+    kv = _kv(args)
+    overrides = [f"{k}={v}" for k, v in kv.items() if k not in PLAN_KEYS]
+    probe = str(kv.get("probe", "true")).lower()
+    if probe not in ("true", "false", "1", "0", "yes", "no"):
+        raise ConfigError("command line", "probe", f"true or false (got {kv['probe']!r})")
+    try:
+        precheck(overrides)
+    except ConfigError as exc:
+        if "." in exc.field or "unknown key" not in exc.message:
+            raise
+        raise ConfigError(exc.file, exc.field, f"{exc.message}; and plan's own: {', '.join(PLAN_KEYS)}") from None
+    cfg = compose(overrides)
+    h, _, exp = load_pair(cfg)
+    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
+    try:
+        power = float(kv.get("power", 0.9))
+    except ValueError:
+        raise ConfigError("command line", "power", f"a number in (0, 1) (got {kv['power']!r})") from None
+    if not 0 < power < 1:
+        raise ConfigError("command line", "power", f"a number in (0, 1) (got {power})")
+    if "pilot" in kv:
+        trials = Path(kv["pilot"]) / "trials.jsonl"
+        if not trials.exists():
+            raise ConfigError("command line", "pilot", f"{kv['pilot']} is not a run directory (no trials.jsonl)")
+        try:
+            assumptions = pilot_assumptions(h, read_trials(trials), alpha=d.alpha, requests=d.requests,
+                                            warmup=d.warmup)
+        except ValueError as exc:
+            raise ConfigError("command line", "pilot", str(exc)) from None
+        source = f"assumptions from the pilot run {kv['pilot']}: its means, variance components and measured costs"
+        if is_launch_metric(h.metric):
+            source += (f"; {h.metric} is one value per launch, so its noise is the pilot's between-launch sd at "
+                       f"the pilot's workload and requests per launch (keep them when you run the plan)")
+    elif is_launch_metric(h.metric):
+        raise ConfigError(
+            "command line", "pilot",
+            f"{h.metric} is a per-launch metric (a percentile, a throughput or goodput): the simulator's model has "
+            f"no noise model for it, so the plan needs a pilot run: python -m framework run hypothesis={h.name} "
+            f"design.launches=3, then plan hypothesis={h.name} pilot=RUN_DIR")
+    else:
+        measurement = None
+        backend_cfg: dict[str, Any] = OmegaConf.to_container(cfg.backend, resolve=True)  # type: ignore[assignment]
+        from framework.execution.backends import BACKENDS
+
+        row = BACKENDS.get(str(backend_cfg.get("name")))
+        if probe not in ("false", "0", "no") and row is not None and row.simulated:
+            measurement = probe_measurement_noise(h, exp, backend_cfg, launches=PROBE_LAUNCHES,
+                                                  requests=PROBE_REQUESTS)
+        try:
+            assumptions, source = profile_assumptions(h, exp, measurement=measurement)
+        except ValueError as exc:
+            raise ConfigError("command line", "pilot", str(exc)) from None
+    if d.analysis == "anytime":
+        design_cap = d.sequential.max_launches if d.sequential.enabled else d.launches
+        any_plan = plan_anytime(h, **assumptions, requests=d.requests, warmup=d.warmup, power=power, alpha=d.alpha,
+                                block=d.sequential.block, at_least=design_cap or 0)
+        print_anytime_plan(make_console(), h, any_plan, source, d)
+        return 0
+    rows = plan(h, **assumptions, requests=d.requests, warmup=d.warmup, power=power, alpha=d.alpha)
+    print_plan(make_console(), h, rows, power, source, d.requests, d.warmup, block=d.sequential.block,
+               alpha=d.alpha)
+    return 0
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def print_plan(console: Console, h: Hypothesis, rows: list[PlanRow], power: float, source: str,
+               requests: int, warmup: int, block: int = 2, alpha: float | None = None) -> None:
+    alpha = h.design.alpha if alpha is None else alpha
+    table = Table(title=f"plan for {h.name}: power {power} at alpha {alpha} "
+                        f"({requests} requests + {warmup} warm-up per launch)", title_justify="left")
+    for col in ("prediction", "kind", "assumed ratio", "to be", "launches/condition", "total launches", "wall time"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(escape(r.prediction), r.kind, "-" if r.assumed_effect is None else f"{r.assumed_effect:.3f}",
+                      r.target or "-", str(r.launches_per_condition or "-"), str(r.total_launches or "-"),
+                      _duration(r.expected_wall_s))
+    console.print(table)
+    for r in rows:
+        if r.note:
+            console.print(escape(f"  {r.prediction}: {r.note}"), highlight=False)
+    n = launches_for_hypothesis(rows)
+    console.print(f"whole hypothesis: {n if n is not None else 'not reachable'} launches per condition "
+                  f"(design.launches={n})" if n else "whole hypothesis: see the notes above", highlight=False)
+    if n:
+        from framework.stats.sequential import inflation_factor, sequential_cap
+
+        cap = sequential_cap(n, block, alpha)
+        console.print(f"sequential (design.sequential=true): blocks of {block} up to {cap} launches per condition "
+                      f"({cap // block} looks, inflation factor {inflation_factor(alpha, cap // block):.3f} "
+                      f"keeps the power of {n} fixed launches); it stops at the first look that decides every "
+                      f"prediction", highlight=False)
+    console.print(source, highlight=False)
+
+
+def print_anytime_plan(console: Console, h: Hypothesis, p: AnytimePlan, source: str, d: Design) -> None:
+    """The anytime plan: its cap, each prediction's power there, the expected launches (with MC errors)."""
+
+    def se(q: float) -> float:
+        return math.sqrt(max(q * (1 - q), 0.0) / p.sims)
+
+    table = Table(title=f"plan for {h.name} under design.analysis=anytime: power {p.power} at alpha {d.alpha} "
+                        f"({d.requests} requests + {d.warmup} warm-up per launch; a look after every block of "
+                        f"{p.block}; {p.sims} simulated runs)", title_justify="left")
+    for col in ("prediction", "kind", "assumed ratio", "to be", "cap it alone needs", "power at the plan's cap"):
+        table.add_column(col)
+    for r in p.rows:
+        q = p.power_at_cap.get(r.prediction)
+        table.add_row(escape(r.prediction), r.kind, "-" if r.assumed_effect is None else f"{r.assumed_effect:.3f}",
+                      r.target or "-", str(r.launches_per_condition or "-"),
+                      "-" if q is None else f"{q:.3f} ± {se(q):.3f}")
+    console.print(table)
+    for r in p.rows:
+        if r.note:
+            console.print(escape(f"  {r.prediction}: {r.note}"), highlight=False)
+    if p.cap:
+        hyp = (f"P(hypothesis {p.hypothesis_target}) = {p.hypothesis_power:.3f} ± {se(p.hypothesis_power):.3f}"
+               if p.hypothesis_power is not None else "every prediction with a target at that power")
+        console.print(f"whole hypothesis: cap {p.cap} launches per condition (run with design.sequential=true "
+                      f"design.max_launches={p.cap}): "
+                      f"{hyp}; it stops when every prediction is decided, after {p.expected_launches:.2f} ± "
+                      f"{p.expected_launches_se:.2f} launches per condition on average "
+                      f"(wall time {_duration(p.expected_wall_s)} expected, {_duration(p.max_wall_s)} at the cap)",
+                      highlight=False)
+        if p.note:
+            console.print(escape(f"  note: {p.note}"), highlight=False)
+    else:
+        console.print(f"whole hypothesis: {p.note or 'see the notes above'}", highlight=False)
+    curve = p.curve
+    cap = d.sequential.max_launches if d.sequential.enabled else d.launches
+    if curve is not None and cap:
+        k = curve.at(cap)
+        hyp = (f"P(hypothesis {p.hypothesis_target}) = {curve.hypothesis[k]:.3f} ± {se(curve.hypothesis[k]):.3f}"
+               if curve.hypothesis and p.hypothesis_target else
+               ", ".join(f"{i} {v[k]:.3f}" for i, v in curve.power.items() if not math.isnan(v[k])))
+        if d.sequential.enabled:
+            console.print(f"this design: sequential up to {cap} launches per condition: {hyp}, "
+                          f"{curve.launches[k]:.2f} ± {curve.launches_se[k]:.2f} launches per condition on average",
+                          highlight=False)
+        else:
+            console.print(f"this design: {cap} launches per condition, analysed once (design.sequential is off: "
+                          f"the same power as a sequential run capped there, without stopping early): {hyp}",
+                          highlight=False)
+    console.print(f"left out, design.sequential.max_launches under analysis=anytime is "
+                  f"{anytime_cap(d.launches, d.sequential.block, d.alpha)} for design.launches={d.launches} "
+                  f"(docs/statistics.md section 10, 'The cap')", highlight=False)
+    console.print("the fixed-design (Welch) and group-sequential figures do not apply under design.analysis=anytime: "
+                  "its confidence sequences hold at every look, and are wider for it", highlight=False)
+    console.print(source, highlight=False)

@@ -1,0 +1,57 @@
+"""`python -m framework validate`: check every hypothesis and experiment file, print one line each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.markup import escape
+
+from framework.present.progress import make_console
+
+from framework.run.runner import find_file, project_root, sim_coverage_or_refuse
+from framework.run.preflight import check_pair
+from framework.core.spec import SpecError, load_experiment, load_hypothesis
+
+
+def _default_files() -> list[Path]:
+    files: list[Path] = []
+    for kind in ("experiments", "hypotheses"):
+        base = Path(kind) if Path(kind).is_dir() else project_root() / kind
+        files += sorted(base.glob("*.yaml"))
+    return files
+
+
+def check_file(path: Path) -> str | None:
+    """None when the file is valid, else the one-line problem."""
+    try:
+        if path.parent.name == "experiments":
+            load_experiment(path)
+            return None
+        h = load_hypothesis(path)
+        exp_path = find_file(str(path.parent.parent / "experiments"), h.experiment)
+        if not exp_path.exists():  # a file outside a project layout: the experiments run would use
+            exp_path = find_file("experiments", h.experiment)
+        if not exp_path.exists():
+            raise SpecError(path, "experiment", f"no experiment file {exp_path}")
+        exp = load_experiment(exp_path)
+        check_pair(h, path, exp)
+        if exp.flags == "sglang":  # the default backend is the sim: its check too
+            sim_coverage_or_refuse(h, path, exp, allow=False)
+        return None
+    except SpecError as exc:
+        return str(exc)
+
+
+def validate_all(args: list[str]) -> int:
+    console, errors = make_console(), make_console(stderr=True)
+    files = [Path(a) for a in args] or _default_files()
+    problems = 0
+    for path in files:
+        problem = check_file(path)
+        if problem is None:
+            console.print(f"[green]ok[/green]     {escape(str(path))}", soft_wrap=True, highlight=False)
+        else:
+            problems += 1
+            errors.print(f"[red]error[/red]  {escape(problem)}", soft_wrap=True, highlight=False)
+    (errors if problems else console).print(f"{len(files)} file(s) checked, {problems} with problems")
+    return 2 if problems else 0

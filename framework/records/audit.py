@@ -1,0 +1,519 @@
+"""Audit the ledger: is the chain whole, are the raw data unchanged, does every verdict follow from them?
+
+`audit` checks, for every record: the hash chain and head file (`records.ledger.verify_chain`); for
+verdict records, that the hypothesis content matches its SHA-256, that the registration it names
+came earlier in the ledger and before the data, that the trials file exists and still has its
+SHA-256, and that `framework.analysis.verdicts.analyze` (or `sequential_look` for sequential runs) on those
+rows, with the hypothesis content and analysis settings as recorded, gives the same verdicts,
+estimates, intervals and p-values (relative tolerance 1e-9). `history` shows how one hypothesis's
+verdict moved as its environment changed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from framework.records import ledger
+from framework.records.ledger import Problem
+from framework.records.trials import parse_trials
+
+REL_TOL = 1e-9
+ABS_TOL = 1e-300  # only so that exact zeros compare equal
+
+
+@dataclass
+class RecordRow:
+    line: int
+    hash: str | None
+    kind: str | None
+    hypothesis: str | None
+    verdict: str | None
+    when: str | None
+    problems: int = 0
+    backend: str | None = None  # what produced a verdict's data: shown so a sim verdict never passes as real
+    note: str = ""  # disclosed, not a problem: e.g. an unregistered extension of an earlier verdict
+
+
+@dataclass
+class AuditReport:
+    ledger: str
+    records: list[RecordRow] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    head: tuple[int, str | None] = (0, None)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+# --------------------------------------------------------------------------- pure helpers
+
+
+def _close(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    try:
+        fa, fb = float(a), float(b)
+    except (TypeError, ValueError):
+        return a == b
+    if math.isnan(fa) or math.isnan(fb):
+        return math.isnan(fa) and math.isnan(fb)
+    return math.isclose(fa, fb, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+
+
+def _close_list(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+
+
+def _later(a: Any, b: Any, slack_s: float = 1.0) -> bool:
+    """Whether timestamp `a` is later than `b` by more than `slack_s` (records may round to seconds)."""
+    from datetime import datetime
+
+    try:
+        ta, tb = (datetime.fromisoformat(str(x).replace("Z", "+00:00")) for x in (a, b))
+        return (ta - tb).total_seconds() > slack_s
+    except (TypeError, ValueError):
+        return False
+
+
+def _dump(obj: Any) -> Any:
+    return obj.model_dump(mode="json") if hasattr(obj, "model_dump") else obj
+
+
+def compare(record: dict[str, Any], analysis: Any) -> list[str]:
+    """Differences between a stored verdict record and a recomputed Analysis (empty when they agree)."""
+    got = _dump(analysis)
+    out: list[str] = []
+    if record.get("verdict") != got.get("verdict"):
+        out.append(f"hypothesis verdict recorded {record.get('verdict')!r}, recomputed {got.get('verdict')!r}")
+    recomputed = {p["id"]: p for p in got.get("predictions", [])}
+    stored = {p.get("id"): p for p in record.get("predictions", [])}
+    for pid in sorted(set(stored) | set(recomputed), key=str):
+        s, r = stored.get(pid), recomputed.get(pid)
+        if s is None or r is None:
+            out.append(f"prediction {pid!r} is {'not recorded' if s is None else 'not recomputed'}")
+            continue
+        if s.get("verdict") != r.get("verdict"):
+            out.append(f"prediction {pid!r}: verdict recorded {s.get('verdict')!r}, recomputed {r.get('verdict')!r}")
+        for key in ("estimate", "p_value"):
+            if not _close(s.get(key), r.get(key)):
+                out.append(f"prediction {pid!r}: {key} recorded {s.get(key)!r}, recomputed {r.get(key)!r}")
+        if not _close_list(s.get("ci"), r.get("ci")):
+            out.append(f"prediction {pid!r}: ci recorded {s.get('ci')!r}, recomputed {r.get('ci')!r}")
+    recomputed_c = {json.dumps(c["levels"], sort_keys=True): c for c in got.get("conditions", [])}
+    for c in record.get("conditions", []):
+        key = json.dumps(c.get("levels"), sort_keys=True)
+        r = recomputed_c.get(key)
+        if r is None:
+            continue
+        label = ", ".join(f"{k}={v}" for k, v in (c.get("levels") or {}).items())
+        launches = c.get("launches") or {}
+        if {k: launches.get(k) for k in ("ok", "failed")} != {k: r["launches"].get(k) for k in ("ok", "failed")}:
+            out.append(f"condition {label}: launches recorded {launches}, recomputed {r['launches']}")
+        if "mean" in (c.get("metric") or {}) and not _close(c["metric"]["mean"], r["metric"].get("mean")):
+            out.append(f"condition {label}: metric mean recorded {c['metric']['mean']!r}, "
+                       f"recomputed {r['metric'].get('mean')!r}")
+    return out
+
+
+def resolve_trials(ledger_path: str | Path, trials_path: str) -> Path | None:
+    """The trials file: absolute, or relative to the ledger's directory (then the working directory)."""
+    p = Path(trials_path)
+    candidates = [p] if p.is_absolute() else [Path(ledger_path).resolve().parent / p, Path.cwd() / p]
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def hypothesis_from_record(record: dict[str, Any]) -> Any:
+    """Rebuild the Hypothesis exactly as registered from the content stored in the record."""
+    from framework.core.spec import Hypothesis, check_hypothesis, parse_yaml, validate_model
+
+    ref = record.get("hypothesis") or {}
+    label = f"{ref.get('name')}@{str(ref.get('sha256'))[:12]} (as recorded)"
+    h = validate_model(Hypothesis, parse_yaml(ref["content"], label), label)
+    problems = check_hypothesis(h)
+    if problems:
+        from framework.core.spec import SpecError
+
+        raise SpecError(label, *problems[0])
+    return h
+
+
+def sequential_settings(settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The final look's settings of a sequential run, or None for a fixed design.
+
+    The runner records `analysis.stopping = {"sequential": true, "looks": [{"look": k, ...}, ...]}` and
+    the design (`analysis.design.sequential = {block, max_launches}`); a plain `analysis.sequential`
+    mapping with `look`/`max_looks` (or `looks`) is accepted too.
+    """
+    stopping = settings.get("stopping") or {}
+    seq = settings.get("sequential")
+    if not (stopping.get("sequential") or seq):
+        return None
+    pool: dict[str, Any] = {k: v for k, v in (seq if isinstance(seq, dict) else {}).items() if k != "looks"}
+    final = ((settings.get("details") or {}).get("sequential") or {})  # what sequential_look itself recorded
+    pool.update({k: final[k] for k in ("look", "max_looks", "spending") if k in final})
+    looks = stopping.get("looks") or (seq.get("looks") if isinstance(seq, dict) else None) or []
+    if looks and "look" not in pool:
+        pool["look"] = looks[-1].get("look", len(looks))
+    design_seq = ((settings.get("design") or {}).get("sequential") or {})
+    if "max_looks" not in pool and design_seq.get("block") and design_seq.get("max_launches"):
+        block, most = int(design_seq["block"]), int(design_seq["max_launches"])
+        first = min(block, most)
+        pool["max_looks"] = math.ceil((most - first) / block) + 1
+    pool.update({k: settings[k] for k in ("alpha", "method") if k in settings})
+    seed = recorded_seed(settings)
+    if seed is not None:
+        pool["seed"] = seed
+    return pool
+
+
+def recorded_seed(settings: dict[str, Any]) -> int | None:
+    """The seed the run's analysis used, as its record states (None: a record from before it was stated).
+
+    The bootstrap is seeded from the run's effective design seed, which a command-line override can
+    change; records written before the analysis stated its seed used the hypothesis file's.
+    """
+    seed = (settings.get("details") or {}).get("seed")
+    return int(seed) if isinstance(seed, int) else None
+
+
+def _call_sequential(fn: Any, h: Any, rows: list[dict[str, Any]], pool: dict[str, Any]) -> Any:
+    """Call `sequential_look` with whichever recorded settings its signature names."""
+    params = list(inspect.signature(fn).parameters.values())[2:]
+    kwargs = {p.name: pool[p.name] for p in params if p.name in pool}
+    return fn(h, rows, **kwargs)
+
+
+def _as_analysis(result: Any) -> Any:
+    if hasattr(result, "predictions") or (isinstance(result, dict) and "predictions" in result):
+        return result
+    if hasattr(result, "analysis"):
+        return result.analysis
+    if isinstance(result, (tuple, list)):
+        for item in result:
+            if hasattr(item, "predictions"):
+                return item
+    raise TypeError(f"cannot find an analysis in {type(result).__name__}")
+
+
+def recompute(record: dict[str, Any], rows: list[dict[str, Any]]) -> Any:
+    """The analysis of `rows` with the hypothesis content and the settings the record holds."""
+    from framework.analysis import verdicts as an
+
+    h = hypothesis_from_record(record)
+    settings = record.get("analysis") or {}
+    pool = sequential_settings(settings)
+    if pool is not None:
+        fn = getattr(an, "sequential_look", None)
+        if fn is None:
+            raise RuntimeError("the record is sequential but framework.analysis.verdicts has no sequential_look")
+        return _as_analysis(_call_sequential(fn, h, rows, pool))
+    seed = recorded_seed(settings)
+    return an.analyze(h, rows, alpha=settings.get("alpha"), method=settings.get("method"),
+                      **({"seed": seed} if seed is not None else {}))
+
+
+# --------------------------------------------------------------------------- the audit
+
+
+def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
+                   registrations: dict[str, dict[str, Any]]) -> list[Problem]:
+    import hashlib
+
+    name = (rec.get("hypothesis") or {}).get("name")
+    h = rec.get("hash")
+
+    def problem(kind: str, msg: str) -> Problem:
+        return Problem(line, h, name, kind, msg)
+
+    out: list[Problem] = []
+    ref = rec.get("hypothesis") or {}
+    content = ref.get("content")
+    if content is None:
+        out.append(problem("hypothesis", "the hypothesis content is not recorded, so the verdict cannot be recomputed"))
+    elif hashlib.sha256(content.encode("utf-8")).hexdigest() != ref.get("sha256"):
+        out.append(problem("hypothesis", "the recorded hypothesis content does not match its sha256"))
+
+    reg_hash = rec.get("registration")
+    if reg_hash:
+        reg = registrations.get(reg_hash)
+        if reg is None:
+            out.append(problem("registration", f"names registration {reg_hash[:12]}, which is not earlier in the ledger"))
+        else:
+            if (reg.get("hypothesis") or {}).get("sha256") != ref.get("sha256"):
+                out.append(problem("registration", f"ran a hypothesis (sha256 {str(ref.get('sha256'))[:12]}) other "
+                                   f"than the one registered in {reg_hash[:12]}"))
+            registered = reg.get("amended") or reg.get("registered")
+            if _later(registered, rec.get("started")):
+                out.append(problem("registration", f"registered at {registered}, after the run started at {rec['started']}"))
+
+    trials = rec.get("trials") or {}
+    path = resolve_trials(ledger_path, trials.get("path", "")) if trials.get("path") else None
+    if path is None:
+        out.append(problem("trials", f"trials file {trials.get('path')!r} not found"))
+        return out
+    data = path.read_bytes()  # read once: hashed whole, hashed as the recorded prefix, parsed
+    actual, recorded, prefix = hashlib.sha256(data).hexdigest(), trials.get("sha256"), trials.get("bytes")
+    if actual != recorded:
+        # a later resume into the same directory may have appended rows: the verdict stands on the recorded prefix
+        if isinstance(prefix, int) and 0 <= prefix <= len(data) and hashlib.sha256(data[:prefix]).hexdigest() == recorded:
+            data = data[:prefix]
+        else:
+            out.append(problem("trials", f"trials file {trials.get('path')} changed: sha256 recorded "
+                               f"{str(recorded)[:12]}, now {actual[:12]}"))
+            return out  # recomputing from altered data says nothing more
+    rows = parse_trials(data, path)
+    from framework.analysis.verdicts import distinct_rows
+
+    try:
+        _, dropped = distinct_rows(rows)
+    except ValueError as exc:
+        dropped = {}
+        out.append(problem("trials", str(exc)))
+    if dropped.get("launch") or dropped.get("request"):
+        out.append(problem("trials", f"trials file {trials.get('path')} repeats rows: {dropped.get('launch', 0)} "
+                           f"duplicated launch row(s), {dropped.get('request', 0)} duplicated request row(s) "
+                           f"(each launch is counted once)"))
+    if content is None:
+        return out
+    try:
+        analysis = recompute(rec, rows)
+    except NotImplementedError:
+        out.append(problem("recompute", "framework.analysis.verdicts is not implemented yet; cannot recompute"))
+        return out
+    except Exception as exc:  # noqa: BLE001 - any failure to recompute is an audit finding, not a crash
+        out.append(problem("recompute", f"recomputing failed: {type(exc).__name__}: {exc}"))
+        return out
+    out += [problem("recompute", d) for d in compare(rec, analysis)]
+    return out
+
+
+def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER) -> AuditReport:
+    """Verify the chain, the trials files and every verdict; raise FileNotFoundError on a missing ledger."""
+    path = Path(ledger_path)
+    if not path.is_file():
+        raise FileNotFoundError(str(path))
+    report = AuditReport(str(path), problems=ledger.verify_chain(path), head=ledger.head_of(path))
+    registrations: dict[str, dict[str, Any]] = {}
+    for n, _, rec in ledger.lines(path):
+        if rec is None:
+            report.records.append(RecordRow(n, None, None, None, None, None))
+            continue
+        kind = rec.get("kind")
+        row = RecordRow(n, rec.get("hash"), kind, (rec.get("hypothesis") or {}).get("name"), rec.get("verdict"),
+                        rec.get("finished") or rec.get("amended") or rec.get("registered"), backend=rec.get("backend"))
+        if kind in ("registration", "amendment") and isinstance(rec.get("hash"), str):
+            registrations[rec["hash"]] = rec
+        elif kind == "verdict":
+            report.problems += _check_verdict(rec, n, path, registrations)
+            ext = (rec.get("analysis") or {}).get("extension")
+            if ext:
+                bound = ext.get("error_bound")
+                shown = f"{bound:.3f}" if isinstance(bound, float) else bound or "unknown"
+                row.note = ("extension (anytime-valid)" if ext.get("registered") else
+                            f"UNREGISTERED EXTENSION: error up to {shown}")
+        report.records.append(row)
+    by_line: dict[int, int] = {}
+    for p in report.problems:
+        if p.line:
+            by_line[p.line] = by_line.get(p.line, 0) + 1
+    for row in report.records:
+        row.problems = by_line.get(row.line, 0)
+    report.problems.sort(key=lambda p: (p.line or 0, p.kind))
+    return report
+
+
+# --------------------------------------------------------------------------- history
+
+ENV_FIELDS = ("backend", "server_version", "cuda", "gpu", "driver", "stack", "sim_profile", "server_args")
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v not in (None, "", [], {})), None)
+
+
+def environment_summary(rec: dict[str, Any]) -> dict[str, str | None]:
+    """The few environment facts a verdict plausibly depends on, as short strings."""
+    env = rec.get("environment") or {}
+    conds = rec.get("conditions") or []
+    cfg = rec.get("config") or {}
+    gpu = env.get("gpu") or {}
+    server_info = env.get("server_info") or env.get("server") or {}
+    server_info = server_info if isinstance(server_info, dict) else {}
+    versions = sorted({str(v) for c in conds for v in [c.get("server_version"), (c.get("server_info") or {}).get("version")] if v})
+    profiles = sorted({str(c["sim_profile"]) for c in conds if c.get("sim_profile")})
+    cfg_sim = (cfg.get("sim") or {}) if isinstance(cfg.get("sim"), dict) else {}
+    packages = env.get("packages") or {}
+    stack = ", ".join(f"{k} {packages[k]}" for k in ("sglang", "torch", "flashinfer-python", "sgl-kernel") if packages.get(k))
+    args = sorted({" ".join(c.get("server_args") or []) for c in conds})
+    return {
+        "backend": _first(rec.get("backend"), env.get("backend")),
+        "server_version": _first(env.get("server_version"), server_info.get("version"), ", ".join(versions)),
+        "cuda": _first(env.get("cuda"), gpu.get("cuda") if isinstance(gpu, dict) else None),
+        "gpu": _first(", ".join(sorted(set(gpu.get("names") or []))) if isinstance(gpu, dict) else str(gpu)),
+        "driver": gpu.get("driver") if isinstance(gpu, dict) else None,
+        "stack": stack or None,
+        "sim_profile": _first(", ".join(profiles), env.get("sim_profile"), server_info.get("sim_profile"), cfg_sim.get("profile"), cfg.get("sim_profile")),
+        "server_args": " | ".join(args) if args else None,
+    }
+
+
+@dataclass
+class HistoryRow:
+    line: int
+    hash: str
+    kind: str  # registration | amendment | verdict
+    when: str | None
+    verdict: str | None
+    predictions: dict[str, str]
+    changed: dict[str, tuple[str | None, str | None]]  # environment field -> (before, after)
+    flip: bool
+    flipped: list[str]  # prediction ids (or "hypothesis") whose verdict changed
+    note: str = ""
+    backend: str | None = None
+
+
+def history_rows(records: Iterable[tuple[int, dict[str, Any]]], name: str) -> list[HistoryRow]:
+    """Pure: the hypothesis's registrations, amendments and verdicts in ledger order, with flips."""
+    rows: list[HistoryRow] = []
+    prev_env: dict[str, str | None] | None = None
+    prev_verdict: dict[str, Any] | None = None
+    for n, rec in records:
+        if (rec.get("hypothesis") or {}).get("name") != name:
+            continue
+        kind = rec.get("kind")
+        if kind in ("registration", "amendment"):
+            diff = rec.get("diff") or ""
+            added = sum(1 for l in diff.splitlines() if l.startswith("+") and not l.startswith("+++"))
+            removed = sum(1 for l in diff.splitlines() if l.startswith("-") and not l.startswith("---"))
+            note = (f"sha256 {str(rec['hypothesis'].get('sha256'))[:12]}" if kind == "registration" else
+                    f"amended: +{added} -{removed} lines; sha256 {str(rec.get('previous_sha256'))[:12]} -> "
+                    f"{str(rec['hypothesis'].get('sha256'))[:12]}")
+            rows.append(HistoryRow(n, rec.get("hash", ""), kind, rec.get("amended") or rec.get("registered"),
+                                   None, {}, {}, False, [], note))
+            continue
+        if kind != "verdict":
+            continue
+        env = environment_summary(rec)
+        preds = {p.get("id"): p.get("verdict") for p in rec.get("predictions") or []}
+        changed: dict[str, tuple[str | None, str | None]] = {}
+        flipped: list[str] = []
+        if prev_env is not None:
+            changed = {k: (prev_env.get(k), env.get(k)) for k in ENV_FIELDS if prev_env.get(k) != env.get(k)}
+        if prev_verdict is not None:
+            if prev_verdict.get("verdict") != rec.get("verdict"):
+                flipped.append("hypothesis")
+            old = {p.get("id"): p.get("verdict") for p in prev_verdict.get("predictions") or []}
+            flipped += [pid for pid, v in preds.items() if pid in old and old[pid] != v]
+        rows.append(HistoryRow(n, rec.get("hash", ""), "verdict", rec.get("finished") or rec.get("started"),
+                               rec.get("verdict"), preds, changed, bool(flipped), flipped,
+                               ", ".join(f"{k}={v}" for k, v in env.items() if v and k != "server_args")
+                               if prev_env is None else "", backend=rec.get("backend")))
+        prev_env, prev_verdict = env, rec
+    return rows
+
+
+def history(ledger_path: str | Path, name: str) -> list[HistoryRow]:
+    return history_rows(((n, rec) for n, _, rec in ledger.lines(ledger_path) if rec is not None), name)
+
+
+# --------------------------------------------------------------------------- CLI faces
+
+
+def _console(stderr: bool = False) -> Any:
+    from framework.present.progress import make_console
+
+    return make_console(stderr)
+
+
+def _style(verdict: str) -> str:
+    from framework.present.progress import VERDICT_STYLE
+
+    return VERDICT_STYLE.get(verdict, "white")
+
+
+def _v(verdict: str | None) -> str:
+    return f"[{_style(verdict)}]{verdict}[/]" if verdict else ""
+
+
+def cmd_audit(ledger: str = "verdicts.jsonl") -> int:
+    """Print the audit as tables. 0: everything holds; 1: problems; 2: bad input (no such ledger)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    console, errors = _console(), _console(stderr=True)
+    if Path(ledger).is_dir():
+        errors.print(f"[red]error:[/] {escape(ledger)} is a directory, not a ledger (pass ledger=PATH)")
+        return 2
+    try:
+        report = audit(ledger)
+    except FileNotFoundError:
+        errors.print(f"[red]error:[/] ledger {escape(ledger)!s} not found (pass ledger=PATH)")
+        return 2
+    except OSError as exc:
+        errors.print(f"[red]error:[/] cannot read ledger {escape(ledger)}: {escape(str(exc))}")
+        return 2
+    table = Table(title=f"Ledger {escape(report.ledger)}: {len(report.records)} records")
+    for col in ("line", "hash", "kind", "hypothesis", "verdict", "backend", "when", "status"):
+        table.add_column(col, overflow="fold")
+    for r in report.records:
+        status = "[green]ok[/]" if r.problems == 0 else f"[red]{r.problems} problem(s)[/]"
+        if r.note:
+            status += " [yellow](extension)[/]"
+        table.add_row(str(r.line), (r.hash or "")[:12], r.kind or "?", escape(r.hypothesis or ""), _v(r.verdict),
+                      r.backend or "", r.when or "", status)
+    console.print(table)
+    for r in report.records:
+        if r.note:
+            console.print(f"[yellow]line {r.line}: {escape(r.note)}[/]", highlight=False, soft_wrap=True)
+    count, last = report.head
+    console.print(f"head: {count} lines, last hash {last or '-'} (note it elsewhere to detect a rewritten tail)")
+    if report.ok:
+        console.print("[green]audit passed:[/] chain intact, trials files unchanged, every verdict recomputed")
+        return 0
+    problems = Table(title=f"{len(report.problems)} problem(s)", title_style="bold red")
+    for col in ("record", "check", "problem"):
+        problems.add_column(col, overflow="fold")
+    for p in report.problems:
+        problems.add_row(escape(p.where()), p.kind, escape(p.message))
+    errors.print(problems)
+    errors.print("[red]audit failed[/]")
+    return 1
+
+
+def cmd_history(ledger: str, name: str) -> int:
+    """Print a hypothesis's verdicts over time. 0: printed; 2: no such ledger or hypothesis."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    console, errors = _console(), _console(stderr=True)
+    if not Path(ledger).is_file():
+        errors.print(f"[red]error:[/] ledger {escape(ledger)} not found (pass ledger=PATH)")
+        return 2
+    rows = history(ledger, name)
+    if not rows:
+        errors.print(f"[red]error:[/] no records for hypothesis {escape(name)!s} in {escape(ledger)}")
+        return 2
+    table = Table(title=f"History of {escape(name)} in {escape(ledger)}")
+    for col in ("line", "hash", "when", "record", "verdict", "predictions", "what changed"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        preds = ", ".join(f"{pid}: {_v(v)}" for pid, v in r.predictions.items())
+        changed = "; ".join(f"{k}: {escape(str(a))} -> {escape(str(b))}" for k, (a, b) in r.changed.items())
+        what = escape(r.note) if r.note else changed
+        verdict = _v(r.verdict) + (f" [bold red]FLIP[/] ({', '.join(r.flipped)})" if r.flip else "")
+        if r.backend:
+            verdict += f" ({r.backend})"
+        table.add_row(str(r.line), r.hash[:12], r.when or "", r.kind, verdict, preds, what)
+    console.print(table)
+    flips = sum(1 for r in rows if r.flip)
+    amendments = sum(1 for r in rows if r.kind == "amendment")
+    console.print(f"{sum(1 for r in rows if r.kind == 'verdict')} verdict(s), {flips} flip(s), {amendments} amendment(s)")
+    return 0

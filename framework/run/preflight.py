@@ -1,0 +1,151 @@
+"""Checks of a resolved run config that must pass before any server starts or anything is written.
+
+Pure functions over plain data (the `backend` group as a dict, the loaded hypothesis and
+experiment); each problem is a `ConfigError`/`SpecError` naming the field and what is allowed,
+so `validate`, `precheck` and the run report it as one line with exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import ValidationError
+
+from framework.core import design
+from framework.execution.backends import BackendSettings
+from framework.execution.client import resolve_plan
+from framework.run.redaction import MIN_LENGTH, is_secret_name
+from framework.core.spec import Experiment, Hypothesis, SpecError, Workload
+
+MISSING = "???"
+
+
+def pydantic_problem(exc: ValidationError, prefix: str) -> tuple[str, str]:
+    """(field path, message with the limit) of a pydantic error's first problem, without its doc URL."""
+    err = exc.errors()[0]
+    field = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    elif "input" in err and not isinstance(err["input"], (dict, list)):
+        msg += f" (got {err['input']!r})"
+    return field, msg
+
+
+def backend_settings(raw: dict[str, Any], source: str = "command line") -> BackendSettings:
+    """The `backend` group, checked: required values present, types and limits, an endpoint's URL."""
+    for key, value in raw.items():
+        if value == MISSING:
+            hint = " (e.g. backend.url=http://127.0.0.1:30000)" if key == "url" else ""
+            raise SpecError(source, f"backend.{key}", f"missing: the {raw.get('name')} backend needs it{hint}")
+    try:
+        backend = BackendSettings.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(source, *pydantic_problem(exc, "backend")) from None
+    if backend.python is not None:
+        problem = executable_problem(backend.python)
+        if problem:
+            raise SpecError(source, "backend.python", problem)
+    for name, value in backend.env.items():
+        problem = env_problem(str(name), str(value))
+        if problem:
+            raise SpecError(source, "backend.env", problem)
+    if backend.api_key is not None and len(backend.api_key) < MIN_LENGTH:
+        raise SpecError(source, "backend.api_key", f"at least {MIN_LENGTH} characters: a shorter key could not be "
+                                                   f"told apart from other text when it is redacted")
+    if backend.name == "endpoint":
+        if not backend.url:
+            raise SpecError(source, "backend.url", "the endpoint backend needs backend.url=http://HOST:PORT")
+        parts = urlsplit(backend.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise SpecError(source, "backend.url", f"must be http://HOST:PORT or https://HOST:PORT (got {backend.url!r})")
+        try:
+            parts.port
+        except ValueError:
+            raise SpecError(source, "backend.url", f"the port must be 0-65535 (got {backend.url!r})") from None
+    return backend
+
+
+def backend_fits(backend: BackendSettings, h: Hypothesis, source: str = "command line") -> None:
+    """The endpoint backend measures one running server: one condition only."""
+    n = len(design.conditions(h))
+    if backend.name == "endpoint" and n > 1:
+        raise SpecError(source, "backend", f"the endpoint backend measures one running server, but {h.name} has "
+                                           f"{n} conditions; use backend=sim or backend=sglang")
+
+
+def level_problems(h: Hypothesis, exp: Experiment) -> list[tuple[str, str]]:
+    """(field, message) for every level setting that would fail only once a server starts.
+
+    Each level's workload merged over the experiment's and each condition's resolved workload
+    (types and ranges), env names and values, and `python:` interpreters.
+    """
+    problems: list[tuple[str, str]] = []
+    base = exp.workload.model_dump()
+    for fname, factor in h.factors.items():
+        for lname, level in factor.levels.items():
+            at = f"factors.{fname}.levels.{lname}"
+            try:
+                Workload.model_validate({**base, **level.workload})
+            except ValidationError as exc:
+                problems.append(pydantic_problem(exc, f"{at}.workload"))
+            for name, value in level.env.items():
+                problem = env_problem(name, value)
+                if problem:
+                    problems.append((f"{at}.env", problem))
+                elif is_secret_name(name) and len(value) >= MIN_LENGTH:
+                    problems.append((f"{at}.env.{name}", "looks like a secret, and a hypothesis file is stored "
+                                     "verbatim in the ledger: export it in the shell (servers inherit the "
+                                     f"environment) or pass +backend.env.{name}=... on the command line"))
+            if level.python is not None:
+                problem = executable_problem(level.python)
+                if problem:
+                    problems.append((f"{at}.python", problem))
+    if not problems:
+        for cond in design.conditions(h):
+            try:
+                design.workload_for(h, exp, cond)
+            except ValidationError as exc:
+                field, msg = pydantic_problem(exc, "workload")
+                problems.append((field, f"{msg} in condition {cond.label()}"))
+    return problems
+
+
+def env_problem(name: str, value: str) -> str | None:
+    if not name or "=" in name or "\0" in name:
+        return f"environment variable name {name!r}: must be non-empty, without '=' or NUL"
+    if "\0" in value:
+        return f"the value of {name} contains a NUL character"
+    return None
+
+
+def executable_problem(python: str) -> str | None:
+    """Why `python` (a path, or a command looked up in PATH) cannot be executed, or None."""
+    if os.sep not in python:
+        return None if shutil.which(python) else f"{python!r} is not a command on PATH"
+    path = Path(python).expanduser()
+    if not path.exists():
+        return f"{python} does not exist"
+    if path.is_dir():
+        return f"{python} is a directory; give the interpreter, e.g. {path / 'bin' / 'python'}"
+    if not os.access(path, os.X_OK):
+        return f"{python} is not executable"
+    return None
+
+
+def check_pair(h: Hypothesis, h_path: str | Path, exp: Experiment) -> None:
+    """Raise SpecError (in the hypothesis file) for the first level problem."""
+    problems = level_problems(h, exp)
+    if problems:
+        raise SpecError(h_path, *problems[0])
+    for cond in design.conditions(h):  # a dataset must be readable: the run would fail at its first launch
+        w = design.workload_for(h, exp, cond)
+        if w.dataset is not None:
+            try:
+                resolve_plan(w, requests_n=1, warmup=0, seed=0, base_dir=Path(h_path).parent)
+            except ValueError as exc:
+                raise SpecError(h_path, f"workload of {cond.label()}.dataset.path", str(exc)) from None

@@ -1,0 +1,137 @@
+"""Does the simulator model what a hypothesis varies? A pure check over the conditions' command lines.
+
+Each condition's SGLang argv is parsed and resolved exactly as the sim will at launch
+(:func:`framework.servers.sim.args.parse_server_args`), then compared flag by flag across conditions
+with the reviewed classes of ``flag_classes.yaml``:
+
+- a *not modelled* flag (or a modelled flag at a value the model does not cover, or two values it
+  does not tell apart, such as EAGLE vs EAGLE3) that differs between conditions makes the
+  hypothesis a question the sim cannot answer: refused on ``backend=sim`` unless overridden;
+- a value the profile fixes (``--tp-size`` against a TP8 profile) that differs from it, likewise;
+- a not-modelled flag that is the same everywhere is accepted and listed as not modelled;
+- *no effect* flags are ignored.
+
+Only flags some condition sets on its command line are compared, so values SGLang derives from
+another flag (max running requests 48 with speculative decoding) follow the flag that caused them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from framework.servers.sim import flags
+from framework.servers.sim.args import FlagError, parse_server_args
+from framework.servers.sim.profile import ProfileError, load_profile
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition as the check sees it: a label, the factor levels, the SGLang argv, the sim profile."""
+
+    label: str
+    levels: dict[str, str]
+    argv: list[str]
+    profile: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    flag: str                   # as a user writes it, e.g. --mem-fraction-static
+    reason: str                 # why the sim cannot answer: "not modelled", "fixed by the profile", ...
+    values: dict[str, Any]      # condition label -> resolved value
+    levels: str                 # the levels that differ, e.g. "mem=low: 0.6, mem=high: 0.9"
+
+    def line(self) -> str:
+        return f"{self.flag} ({self.reason}) differs between levels: {self.levels}"
+
+
+@dataclass
+class Coverage:
+    refused: list[Finding] = field(default_factory=list)     # differences the sim cannot model
+    constant: list[str] = field(default_factory=list)        # not-modelled flags set the same everywhere
+    problems: list[str] = field(default_factory=list)        # argv the sim cannot parse (flag, message)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"unmodelled_varied": [f.line() for f in self.refused],
+                "unmodelled_varied_flags": sorted({f.flag for f in self.refused}),
+                "unmodelled_constant": self.constant}
+
+
+def _key(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+def _levels_text(conds: list[Condition], values: dict[str, Any]) -> str:
+    """Name the factor whose levels carry the difference ("f=a: 1, f=b: 2"), else the conditions."""
+    factors = list(conds[0].levels) if conds else []
+    for f in factors:
+        by_level: dict[str, set[str]] = {}
+        for c in conds:
+            if c.label in values:
+                by_level.setdefault(c.levels[f], set()).add(_key(values[c.label]))
+        if len(by_level) > 1 and all(len(v) == 1 for v in by_level.values()) and \
+                len({next(iter(v)) for v in by_level.values()}) > 1:
+            return ", ".join(f"{f}={lv}: {next(iter(v))}" for lv, v in by_level.items())
+    return ", ".join(f"[{c.label}]: {_key(values[c.label])}" for c in conds if c.label in values)
+
+
+def check(conds: list[Condition]) -> Coverage:
+    cov = Coverage()
+    resolved: dict[str, dict[str, Any]] = {}
+    explicit: set[str] = set()
+    for c in conds:
+        try:
+            a = parse_server_args(c.argv + ["--sim-profile", c.profile], require_model_path=False, raise_errors=True)
+        except FlagError as exc:
+            cov.problems.append(f"[{c.label}] {exc}")
+            continue
+        except flags.ServerArgsError:
+            continue  # SGLang itself refuses this combination at start-up; the launch outcome will say so
+        resolved[c.label] = a.server_args
+        explicit |= set(a.explicit)
+        try:
+            num_gpus = load_profile(c.profile).hardware.get("num_gpus")
+        except ProfileError:
+            num_gpus = None
+        if num_gpus is not None and a.tp_size != num_gpus:
+            cov.refused.append(Finding(
+                "--tp-size", f"fixed at {num_gpus} by sim profile {c.profile}",
+                {c.label: a.tp_size}, f"[{c.label}]: {a.tp_size}"))
+    klass = flags.classes()
+    active_when: dict[str, str] = klass.get("active_when", {})
+    modelled_values: dict[str, list[Any]] = klass.get("modelled_values", {})
+    indistinct: dict[str, list[list[Any]]] = klass.get("indistinct", {})
+    c2f = flags.table()["cli_to_field"]
+    live = [c for c in conds if c.label in resolved]
+    for fld in sorted(explicit):
+        dest = flags.field_to_dest().get(fld, fld)
+        cls = flags.flag_class(dest)
+        if cls == "no_effect" or dest in c2f and c2f[dest] == "tp_size" or fld == "tp_size":
+            continue
+        gate = active_when.get(dest)
+        values = {c.label: resolved[c.label].get(fld) for c in live
+                  if gate is None or resolved[c.label].get(c2f.get(gate, gate)) is not None}
+        distinct = {_key(v) for v in values.values()}
+        name = flags.option_name(dest)
+        if cls == "not_modelled":
+            if len(distinct) > 1:
+                cov.refused.append(Finding(name, "not modelled", values, _levels_text(live, values)))
+            elif values:
+                cov.constant.append(name)
+            continue
+        covered = modelled_values.get(dest)
+        outside = covered is not None and any(v not in covered for v in values.values())
+        if outside:
+            if len(distinct) > 1:
+                cov.refused.append(Finding(name, f"modelled only for {covered}", values, _levels_text(live, values)))
+            else:
+                cov.constant.append(f"{name} {next(iter(values.values()))}")
+            continue
+        for group in indistinct.get(dest, []):
+            seen = {_key(v) for v in values.values() if v in group}
+            if len(seen) > 1:
+                cov.refused.append(Finding(name, f"{' and '.join(map(str, group))} are not told apart", values,
+                                           _levels_text(live, values)))
+    return cov

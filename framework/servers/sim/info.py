@@ -1,0 +1,25 @@
+"""The sim's own /get_server_info fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framework.servers.sim.args import SimServerArgs
+from framework.servers.sim.flags import sglang_version
+from framework.servers.sim.profile import Profile
+
+
+def sim_backend_info(profile: Profile, args: SimServerArgs) -> dict[str, Any]:
+    """The sim's own ``/get_server_info`` fields: which profile it models, at what speed-up."""
+    return {
+        "version": sglang_version(),  # the SGLang release whose flags and API the sim serves
+        "sim_version": profile.version,
+        "backend": "sim",
+        "sim_profile": profile.name,
+        "sim_profile_description": profile.description,
+        "sim_stack": profile.stack,
+        "sim_hardware": profile.hardware,
+        "sim_speedup": args.sim_speedup,
+        "sim_noise_scale": args.sim_noise_scale,
+        "sim_context_length": profile.context_length,
+    }
