@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import framework.analysis.verdicts
+from framework.cli import audit as audit_cli
 from framework.records import audit
 from framework.records import ledger
 from records_fixtures import EAGLE, fake_analyze, make_run, trial_rows
@@ -36,7 +37,7 @@ def _lines(path: Path) -> list[str]:
 
 def _run_audit(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """The exit code and what the user sees: the tables on stdout, the problems on stderr."""
-    code = audit.cmd_audit(str(path))
+    code = audit_cli.cmd_audit(str(path))
     captured = capsys.readouterr()
     assert ("audit failed" in captured.err) == (code == 1) and "audit failed" not in captured.out
     return code, captured.out + captured.err
@@ -146,10 +147,10 @@ def test_verdict_naming_an_unknown_registration_fails(tmp_path: Path, fake: None
 
 
 def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert audit.cmd_audit(str(tmp_path / "nope.jsonl")) == 2
+    assert audit_cli.cmd_audit(str(tmp_path / "nope.jsonl")) == 2
     assert "not found" in capsys.readouterr().err
-    assert audit.cmd_history(str(tmp_path / "nope.jsonl"), "x") == 2
-    assert audit.cmd_audit(str(tmp_path)) == 2  # a directory: one line, no traceback
+    assert audit_cli.cmd_history(str(tmp_path / "nope.jsonl"), "x") == 2
+    assert audit_cli.cmd_audit(str(tmp_path)) == 2  # a directory: one line, no traceback
     assert "is a directory" in capsys.readouterr().err
 
 
@@ -174,10 +175,10 @@ def test_history_shows_flips_environment_and_amendments(tmp_path: Path, fake: No
     assert last.changed["cuda"] == ("12.8", "13.0") and last.changed["server_version"] == ("0.5.4", "0.5.9")
     assert "amended" in rows[2].note
 
-    assert audit.cmd_history(str(path), "eagle3_allreduce") == 0
+    assert audit_cli.cmd_history(str(path), "eagle3_allreduce") == 0
     out = capsys.readouterr().out
     assert "FLIP" in out and "amendment" in out and "12.8 -> 13.0" in out
-    assert audit.cmd_history(str(path), "unknown") == 2
+    assert audit_cli.cmd_history(str(path), "unknown") == 2
     assert audit.audit(path).ok  # the amended run is consistent with its amendment
 
 

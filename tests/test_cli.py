@@ -336,14 +336,14 @@ def test_resuming_from_damaged_trials_names_the_file_and_line_before_anything_st
 
 
 def test_a_hypothesis_path_names_its_run_directory_by_its_stem_inside_outputs():
-    from framework.run.app import run_name
+    from framework.run.compose import run_name
 
     assert run_name("eagle3_allreduce") == "eagle3_allreduce"
     assert run_name("../../elsewhere/my hypothesis ü.yaml") == "my_hypothesis_ü"
     assert run_name("..") == "hypothesis"
     from hydra import compose as hydra_compose, initialize_config_dir
 
-    from framework.run.app import CONF_DIR
+    from framework.run.compose import CONF_DIR
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=["hypothesis=../../x/y.yaml"], return_hydra_config=True)

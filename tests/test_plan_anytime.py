@@ -19,7 +19,7 @@ from framework.records import audit
 from framework.analysis import planning
 from framework.analysis.verdicts import sequential_look
 from framework.core.design import conditions
-from framework.run.runner import effective_design
+from framework.run.resolve import effective_design
 from framework.core.spec import Design, Hypothesis, load_hypothesis
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -82,7 +82,7 @@ def test_a_planted_key_is_in_no_file_a_run_writes(workdir):
 
 
 def test_every_trials_row_is_scrubbed_where_a_server_takes_the_key_as_a_flag(tmp_path):
-    from framework.run.runner import TrialsWriter
+    from framework.run.writer import TrialsWriter
 
     writer = TrialsWriter(tmp_path / "trials.jsonl", Redactor((KEY,), b"salt"))
     writer.write({"kind": "launch", "launch_id": "a", "argv": ["python", "-m", "sglang.launch_server", "--api-key", KEY],
@@ -96,7 +96,7 @@ def test_a_key_in_the_runs_hydra_files_is_gone_before_the_first_launch(tmp_path,
     # a key set in a config file reaches .hydra/config.yaml verbatim (Hydra writes it at job start);
     # a run killed mid-way must not leave it there, so it is scrubbed before anything is launched
     import framework.run.runner as runner
-    from framework.run.app import compose
+    from framework.run.compose import compose
 
     cfg = compose(["hypothesis=eagle3_allreduce", f"backend.api_key={KEY}", f"ledger={tmp_path / 'v.jsonl'}"])
     run_dir = tmp_path / "run"

@@ -95,8 +95,10 @@ def test_ledger_report(tmp_path: Path) -> None:
 
 
 def test_bad_paths_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert report.cmd_report(str(tmp_path / "missing")) == 2
-    assert report.cmd_report(str(tmp_path)) == 2  # an empty directory is neither kind
+    from framework.cli import main
+
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    assert main(["report", str(tmp_path)]) == 2  # an empty directory is neither kind
     assert "error:" in capsys.readouterr().err  # errors on stderr
 
 

@@ -2,7 +2,9 @@
 
 import pytest
 
-from framework.run.runner import ConfigError, completed_launches, effective_design
+from framework.errors import ConfigError
+from framework.run.resolve import effective_design
+from framework.run.writer import completed_launches
 from framework.core.spec import Design
 
 

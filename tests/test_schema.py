@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from framework.cli.schema import cmd_schema
+from framework.cli.schema import main as cmd_schema
 
 
 def test_schema_covers_every_record_kind(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cmd_schema() == 0
+    assert cmd_schema([]) == 0
     kinds = json.loads(capsys.readouterr().out)["kinds"]
     assert set(kinds) == {"verdict", "registration", "amendment", "trial.launch", "trial.request", "trial.workload"}
     verdict = kinds["verdict"]["properties"]

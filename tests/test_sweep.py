@@ -272,9 +272,9 @@ def test_a_sequential_job_enters_the_family_with_its_valid_p_value() -> None:
 def test_a_job_that_measured_nothing_is_named_and_makes_the_sweep_exit_3(tmp_path: Path, monkeypatch,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     # joblib and SLURM jobs run in other processes: the sweep callback, in the parent, is what sees them
-    import framework.run.sweep as sweep_mod
+    from framework.run.outcomes import OUTCOMES
 
-    monkeypatch.setattr(sweep_mod, "NO_DATA_JOBS", [])
+    monkeypatch.setattr(OUTCOMES, "no_data", [])
     empty = {**record("cuda13", [("p", "inconclusive", None)], verdict="inconclusive"), "run_dir": "runs/2",
              "analysis": {"details": {"no_data": {"0": "condition 0: 2 launches started but served no request"}}}}
     sweep = tmp_path / "sweep"
@@ -284,5 +284,5 @@ def test_a_job_that_measured_nothing_is_named_and_makes_the_sweep_exit_3(tmp_pat
     SweepSummary().on_multirun_end(config=cfg)
     rows = json.loads((sweep / "sweep_summary.json").read_text())["jobs"]
     assert [bool(r["no_data"]) for r in rows] == [False, True]
-    assert sweep_mod.NO_DATA_JOBS == ["runs/2"]
+    assert OUTCOMES.no_data == ["runs/2"]
     assert "error: no data in job 1: condition 0: 2 launches started but served no request" in capsys.readouterr().err

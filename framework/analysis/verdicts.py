@@ -21,13 +21,14 @@ from typing import Any, Iterable, Literal
 from pydantic import BaseModel
 
 from framework.core import evidence
+from framework.core.vocabulary import ANALYSIS_METHODS
 from framework.core.design import Condition, conditions, matching
 from framework.core.metrics import is_launch_metric, launch_value
 from framework.core.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
 from framework.stats import anytime, decisions, effects, outliers, sequential, variance
 
 Verdict = Literal["supported", "refuted", "inconclusive"]
-METHODS = ("welch", "rank", "bootstrap", "anytime")
+METHODS = ANALYSIS_METHODS
 BOOTSTRAP_RESAMPLES = 4000
 # A comparison whose condition lost more than this share of its launches (failed at start-up or
 # served nothing) or of its measured requests is inconclusive: the survivors may not represent the

@@ -14,18 +14,24 @@ import math
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from framework.analysis.planning import (
+    AnytimePlan, PlanRow, anytime_cap, launches_for_hypothesis, pilot_assumptions, plan, plan_anytime,
+)
+from framework.cli.args import kv_pairs
 from framework.core import design as design_mod
-from framework.present.progress import make_console
-from framework.analysis.planning import (AnytimePlan, PlanRow, anytime_cap, launches_for_hypothesis, pilot_assumptions,
-                                plan, plan_anytime)
 from framework.core.metrics import is_launch_metric
-from framework.core.workload import mean_length
 from framework.core.spec import Design, Experiment, Hypothesis
+from framework.errors import EXIT_OK, ConfigError
+from framework.execution import adapters
+from framework.execution.backends import BACKENDS, Backend
+from framework.present.progress import make_console
+from framework.records.trials import read_trials
+from framework.run.compose import compose
+from framework.run.resolve import precheck, resolve_config
 
 PLAN_KEYS = ("pilot", "power", "probe")
 PROBE_LAUNCHES, PROBE_REQUESTS = 2, 4  # per condition: enough to see the sim's measurement noise, ~15 s in all
@@ -88,69 +94,14 @@ def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests:
     return plan(h, **assumptions, requests=requests, warmup=warmup, power=power, alpha=alpha), source
 
 
-def profile_assumptions(h: Hypothesis, exp: Experiment, *,
+def profile_assumptions(h: Hypothesis, exp: Experiment, *, row: Backend | None = None,
                         measurement: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
-    """The sim's model of the profile as `plan`'s / `plan_anytime`'s keyword arguments, and a line saying so."""
-    from framework.servers.sim.model import expected_metrics, request_log_sd
-    from framework.servers.sim.profile import load_profile
-
-    means: dict[int, float] = {}
-    sd_req: dict[int, float] = {}
-    launch_cost: dict[int, float] = {}
-    request_cost: dict[int, float] = {}
-    sd_launch = 0.0
-    slow_prob, slow_factor = 0.0, 1.0
-    for cond in design_mod.conditions(h):
-        profile = load_profile(design_mod.sim_profile_for(h, exp, cond))
-        flags = design_mod.server_args_for(h, exp, cond)
-        w = design_mod.workload_for(h, exp, cond)
-        if w.open_loop or w.dataset is not None:
-            raise ValueError(f"the simulator's planning model covers closed-loop synthetic workloads; condition "
-                             f"{cond.label()} runs an open loop or a dataset: plan from a pilot run "
-                             f"(plan hypothesis={h.name} pilot=RUN_DIR)")
-        try:
-            m = expected_metrics(profile, flags, mean_length(w.prompt_tokens), mean_length(w.output_tokens),
-                                 w.concurrency)
-        except Exception:  # a configuration the profile cannot start (a launches prediction)
-            continue
-        value = m.get(h.metric)
-        if isinstance(value, (int, float)) and value > 0:
-            means[cond.index] = float(value)
-        sd_launch = max(sd_launch, float(m["launch_log_sd"]))
-        slow_prob, slow_factor = float(m["slow_launch_prob"]), float(m["slow_launch_factor"])
-        sd_req[cond.index] = (request_log_sd(profile, flags, mean_length(w.output_tokens))
-                              if h.metric == "decode_tok_s" else float(m["request_log_sd"]))
-        launch_cost[cond.index] = float(profile.startup_s)
-        request_cost[cond.index] = float(m["e2e_s"])
-    if measurement:  # what measuring adds on this machine: independent of the model's noise, so variances add
-        sd_launch = math.hypot(sd_launch, float(measurement["between"]))
-        for c, extra in measurement["within"].items():
-            if c in sd_req:
-                sd_req[c] = math.hypot(sd_req[c], float(extra))
-    # a slow launch makes every forward slower: rates fall by the factor, times rise by it
-    slower = 1.0 / slow_factor if h.metric in ("decode_tok_s", "output_tok_s") else slow_factor
-    assumptions = {"means": means, "sd_launch_log": sd_launch, "sd_request_log": sd_req, "launch_cost_s": launch_cost,
-                   "request_cost_s": request_cost, "slow_launch_prob": slow_prob, "slow_launch_factor": slower}
-    source = (f"assumptions from the simulator's model of profile {exp.sim.profile!r}: expected means, launch sd "
-              f"{sd_launch:.2%} plus {slow_prob:.0%} slow launches ({slow_factor - 1:+.0%}), per-request sd by Monte Carlo of its noise model, launch cost = profile start-up "
-              f"({launch_cost and next(iter(launch_cost.values())):.0f} s; a real launch of a large model takes minutes: "
-              f"plan from a pilot run for real costs)")
-    if measurement:
-        within = ", ".join(f"{v:.2%}" for _, v in sorted(measurement["within"].items()))
-        source += (f"; plus the sim's measurement noise on this machine, probed now with its noise model off "
-                   f"({measurement['launches']} launches x {measurement['requests']} requests per condition at "
-                   f"speed-up {measurement['speedup']:g}): between launches {measurement['between']:.2%}, "
-                   f"per request {within} (probe=false leaves it out)")
-    return assumptions, source
+    """The model's assumptions for `plan` / `plan_anytime` (the backend row's model adapter; the sim's by default)."""
+    return adapters.planning_model(row or BACKENDS["sim"]).plan_assumptions(h, exp, measurement=measurement)
 
 
-def plan_command(args: list[str]) -> int:
-    from framework.cli import _kv
-    from framework.run.app import compose, precheck
-    from framework.records.trials import read_trials
-    from framework.run.runner import ConfigError, effective_design, load_pair
-
-    kv = _kv(args)
+def main(args: list[str]) -> int:
+    kv = kv_pairs(args)
     overrides = [f"{k}={v}" for k, v in kv.items() if k not in PLAN_KEYS]
     probe = str(kv.get("probe", "true")).lower()
     if probe not in ("true", "false", "1", "0", "yes", "no"):
@@ -161,9 +112,8 @@ def plan_command(args: list[str]) -> int:
         if "." in exc.field or "unknown key" not in exc.message:
             raise
         raise ConfigError(exc.file, exc.field, f"{exc.message}; and plan's own: {', '.join(PLAN_KEYS)}") from None
-    cfg = compose(overrides)
-    h, _, exp = load_pair(cfg)
-    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
+    resolved = resolve_config(compose(overrides))
+    h, exp, d = resolved.hypothesis, resolved.experiment, resolved.design
     try:
         power = float(kv.get("power", 0.9))
     except ValueError:
@@ -191,15 +141,12 @@ def plan_command(args: list[str]) -> int:
             f"design.launches=3, then plan hypothesis={h.name} pilot=RUN_DIR")
     else:
         measurement = None
-        backend_cfg: dict[str, Any] = OmegaConf.to_container(cfg.backend, resolve=True)  # type: ignore[assignment]
-        from framework.execution.backends import BACKENDS
-
-        row = BACKENDS.get(str(backend_cfg.get("name")))
-        if probe not in ("false", "0", "no") and row is not None and row.simulated:
-            measurement = probe_measurement_noise(h, exp, backend_cfg, launches=PROBE_LAUNCHES,
+        row = resolved.backend.table
+        if probe not in ("false", "0", "no") and row.simulated:
+            measurement = probe_measurement_noise(h, exp, resolved.backend.model_dump(), launches=PROBE_LAUNCHES,
                                                   requests=PROBE_REQUESTS)
         try:
-            assumptions, source = profile_assumptions(h, exp, measurement=measurement)
+            assumptions, source = profile_assumptions(h, exp, row=row, measurement=measurement)
         except ValueError as exc:
             raise ConfigError("command line", "pilot", str(exc)) from None
     if d.analysis == "anytime":
@@ -207,11 +154,11 @@ def plan_command(args: list[str]) -> int:
         any_plan = plan_anytime(h, **assumptions, requests=d.requests, warmup=d.warmup, power=power, alpha=d.alpha,
                                 block=d.sequential.block, at_least=design_cap or 0)
         print_anytime_plan(make_console(), h, any_plan, source, d)
-        return 0
+        return EXIT_OK
     rows = plan(h, **assumptions, requests=d.requests, warmup=d.warmup, power=power, alpha=d.alpha)
     print_plan(make_console(), h, rows, power, source, d.requests, d.warmup, block=d.sequential.block,
                alpha=d.alpha)
-    return 0
+    return EXIT_OK
 
 
 def _duration(seconds: float | None) -> str:

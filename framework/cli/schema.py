@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from framework.errors import EXIT_OK
 from framework.records.models import AmendmentRecord, RegistrationRecord, VerdictRecord
 from framework.records.trials import LaunchRow, RequestRow, WorkloadRow
 
@@ -27,8 +28,8 @@ def schemas() -> dict[str, Any]:
     return {kind: model.model_json_schema(by_alias=True, mode="serialization") for kind, model in KINDS.items()}
 
 
-def cmd_schema() -> int:
+def main(args: list[str]) -> int:
     print(json.dumps({"$comment": "JSON Schema of every record kind: ledger lines (verdict, registration, "
                                   "amendment) and trials rows (trial.launch, trial.request, trial.workload)",
                       "kinds": schemas()}, indent=2))
-    return 0
+    return EXIT_OK

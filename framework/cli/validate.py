@@ -6,11 +6,12 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from framework.core.spec import load_experiment, load_hypothesis
+from framework.errors import EXIT_BAD_INPUT, EXIT_OK, SpecError
+from framework.execution.backends import BACKENDS
 from framework.present.progress import make_console
-
-from framework.run.runner import find_file, project_root, sim_coverage_or_refuse
 from framework.run.preflight import check_pair
-from framework.core.spec import SpecError, load_experiment, load_hypothesis
+from framework.run.resolve import coverage_or_refuse, find_file, project_root
 
 
 def _default_files() -> list[Path]:
@@ -36,13 +37,13 @@ def check_file(path: Path) -> str | None:
         exp = load_experiment(exp_path)
         check_pair(h, path, exp)
         if exp.flags == "sglang":  # the default backend is the sim: its check too
-            sim_coverage_or_refuse(h, path, exp, allow=False)
+            coverage_or_refuse(h, path, exp, BACKENDS["sim"], allow=False)
         return None
     except SpecError as exc:
         return str(exc)
 
 
-def validate_all(args: list[str]) -> int:
+def main(args: list[str]) -> int:
     console, errors = make_console(), make_console(stderr=True)
     files = [Path(a) for a in args] or _default_files()
     problems = 0
@@ -54,4 +55,4 @@ def validate_all(args: list[str]) -> int:
             problems += 1
             errors.print(f"[red]error[/red]  {escape(problem)}", soft_wrap=True, highlight=False)
     (errors if problems else console).print(f"{len(files)} file(s) checked, {problems} with problems")
-    return 2 if problems else 0
+    return EXIT_BAD_INPUT if problems else EXIT_OK

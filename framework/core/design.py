@@ -9,15 +9,12 @@ biasing whichever condition happened to run last.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
 from dataclasses import dataclass
 
 import numpy as np
 
 from framework.core.spec import Hypothesis, Level, Workload, Experiment
 
-if TYPE_CHECKING:
-    from framework.servers.sim import coverage
 
 
 @dataclass(frozen=True)
@@ -117,13 +114,3 @@ def python_for(h: Hypothesis, cond: Condition, default: str) -> str:
     for level in levels_of(h, cond):
         python = level.python or python
     return python
-
-
-def sim_conditions(h: Hypothesis, exp: Experiment) -> list[coverage.Condition]:
-    """Every condition's SGLang command line and sim profile, for the simulator's coverage check."""
-    from framework.servers.sim import coverage
-
-    return [coverage.Condition(
-        label=c.label(), levels=c.levels, profile=sim_profile_for(h, exp, c),
-        argv=["--model-path", exp.model_path, "--tp-size", str(exp.tp_size), *server_args_for(h, exp, c)],
-    ) for c in conditions(h)]

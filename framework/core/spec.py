@@ -8,6 +8,8 @@ given a path to; the cross-checks are pure functions of the parsed models.
 
 from __future__ import annotations
 
+from framework.errors import SpecError  # noqa: F401  (one hierarchy: framework.errors)
+
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -16,21 +18,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from framework.core import yamlio
-from framework.execution.failures import FAILURE_CLASSES
+from framework.core.vocabulary import AnalysisMethod, FailureClass
 from framework.core.metrics import LAUNCH_METRICS, REQUEST_METRICS, SLO_KEYS, check_metric, needs_slo
 from framework.core.workload import Workload
 
 METRICS: dict[str, str] = {**REQUEST_METRICS, **LAUNCH_METRICS}  # plus <metric>.<stat>: framework.core.metrics
 
 
-class SpecError(Exception):
-    """A problem in a hypothesis or experiment file: which file, which field, what is allowed."""
-
-    def __init__(self, file: str | Path, field: str, message: str) -> None:
-        self.file = str(file)
-        self.field = field
-        self.message = message
-        super().__init__(f"{self.file}: {field}: {message}" if field else f"{self.file}: {message}")
 
 
 class _Strict(BaseModel):
@@ -156,7 +150,7 @@ class Interaction(_Strict):
 class Launches(_Strict):
     """A configuration starts and serves, or fails with a message matching `match` and/or a failure class.
 
-    `failure_class` is one of framework.execution.failures.FAILURE_CLASSES (bad_flag, model_not_found,
+    `failure_class` is one of framework.core.vocabulary.FAILURE_CLASSES (bad_flag, model_not_found,
     port_in_use, out_of_memory, cuda_mismatch, ...), as classified from the exit code and the log.
     `rate` is the reliability the prediction claims: P(a launch has the expected outcome) > rate.
     Only `design.analysis: anytime` tests it (docs/statistics.md, section 10); the other analyses
@@ -168,7 +162,7 @@ class Launches(_Strict):
     where: dict[str, str]
     expect: Literal["starts", "fails"]
     match: str | None = None
-    failure_class: Literal[FAILURE_CLASSES] | None = None  # type: ignore[valid-type]
+    failure_class: FailureClass | None = None
     rate: float = 0.5  # "more often than not"
     note: str = ""
 
@@ -226,7 +220,7 @@ class Design(_Strict):
     alpha: float = Field(0.05, gt=0, lt=0.5)
     # anytime: anytime-valid e-processes on block contrasts, and for launch outcomes on their claimed
     # `rate` (look after any block, stop or extend at will; docs/statistics.md section 10)
-    analysis: Literal["welch", "rank", "bootstrap", "anytime"] = "welch"
+    analysis: AnalysisMethod = "welch"
     sequential: Sequential = Sequential()
 
 

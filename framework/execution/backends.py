@@ -15,6 +15,8 @@ A user's `backend.argv` replaces the row's template (the `command` backend has n
 
 from __future__ import annotations
 
+from framework.errors import BackendConfigError  # noqa: F401  (one hierarchy: framework.errors)
+
 import string
 import sys
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ class Backend:
     protocol: Protocol
     starts_server: bool = True
     simulated: bool = False  # the embedded simulator: its figures come from a model (sim flags, clock, coverage)
+    adapter: str | None = None  # module the run path loads lazily for the model's honesty checks (execution.adapters)
     flags: str | None = None  # whose flag names it takes (an experiment's `flags`); None: any (nothing parsed)
     module: str | None = None  # default for {module}
     binary: str | None = None  # default for {binary}
@@ -87,6 +90,7 @@ _SGLANG_PATTERNS: Patterns = (
 BACKENDS: dict[str, Backend] = {
     "sim": Backend(
         name="sim", argv=_SGLANG_ARGV, simulated=True, flags="sglang", module="framework.servers.sim", health_path="/health", protocol="sglang",
+        adapter="framework.servers.sim.adapter",
         api_key_env="SIM_API_KEY", failure_patterns=_SGLANG_PATTERNS, version_package="framework",
         metrics_path="/metrics", metrics_prefix="sglang:", info_paths=("/get_server_info",),
         notes="the embedded simulated SGLang server; SGLang's flags plus --sim-*"),
@@ -208,13 +212,6 @@ class BackendSettings(BaseModel):
         return self.health_path or self.table.health_path
 
 
-class BackendConfigError(ValueError):
-    """A backend setting that cannot produce a command line: (field, message)."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        self.field = field_name
-        self.message = message
-        super().__init__(f"{field_name}: {message}")
 
 
 def probe_values(backend: BackendSettings) -> dict[str, str]:

@@ -17,22 +17,9 @@ from __future__ import annotations
 import re
 import signal
 from dataclasses import dataclass
-from typing import Iterable, Literal, Sequence
+from typing import Iterable, Sequence
 
-FailureClass = Literal[
-    "bad_flag",           # argparse rejected the command line (exit 2)
-    "bad_value",          # a flag's value was rejected (out of range, wrong type, missing required setting)
-    "model_not_found",    # the model path or repository does not exist
-    "model_corrupt",      # the model file exists but cannot be loaded (damaged, unsupported format or architecture)
-    "port_in_use",        # the HTTP port was taken
-    "out_of_memory",      # host or GPU memory ran out
-    "cuda_mismatch",      # kernels not built for this GPU architecture, or a driver too old for the CUDA runtime
-    "crash_after_ready",  # the server answered its health route, then died while being measured
-    "ready_timeout",      # the server neither became ready nor exited in time
-    "killed",             # ended by a signal with no telling log line
-    "exited",             # exited during start-up; nothing in the log matched a known class
-]
-FAILURE_CLASSES: tuple[str, ...] = FailureClass.__args__  # type: ignore[attr-defined]
+from framework.core.vocabulary import FAILURE_CLASSES, FailureClass  # noqa: F401  (re-exported: one source)
 
 Patterns = Sequence[tuple[str, str]]  # (class, regular expression), tried in order on each line
 

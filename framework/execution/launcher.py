@@ -21,6 +21,8 @@ path a GPU run takes. Guarantees:
 
 from __future__ import annotations
 
+from framework.errors import LaunchError  # noqa: F401  (one hierarchy: framework.errors)
+
 import atexit
 import ctypes
 import os
@@ -41,16 +43,6 @@ READY_POLL_S = 0.05
 STOP_GRACE_S = 10.0
 
 
-class LaunchError(Exception):
-    """The server did not become ready: why, its exit code (if it exited), and its last log lines."""
-
-    def __init__(self, message: str, exit_code: int | None = None, log_tail: list[str] | None = None,
-                 timed_out: bool = False) -> None:
-        self.message = message
-        self.exit_code = exit_code
-        self.log_tail = log_tail or []
-        self.timed_out = timed_out
-        super().__init__(message)
 
 
 @dataclass

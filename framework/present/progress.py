@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from framework.present import format as fmt
 from framework.core.design import Condition
 
 VERDICT_STYLE = {"supported": "green", "refuted": "red", "inconclusive": "yellow"}
@@ -82,8 +83,6 @@ class RunProgress:
         self.progress.update(self.task, total=task.completed)
 
 
-def _fmt(value: Any, spec: str = ".3f") -> str:
-    return "-" if value is None else format(value, spec)
 
 
 def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
@@ -101,7 +100,7 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
         no_data = c["launches"].get("without_data", 0)
         failed = str(c["launches"]["failed"]) + (f" (+{no_data} served nothing)" if no_data else "")
         conds.add_row(escape(", ".join(f"{k}={v}" for k, v in c["levels"].items())), str(c["launches"]["ok"]),
-                      failed, _fmt(mean, ".4g"))
+                      failed, fmt.sig(mean))
     console.print(conds)
     for c in record["conditions"]:
         for failure in c.get("failures") or []:  # "<class>: <the log line that shows it>"
@@ -115,10 +114,10 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
     for col in ("prediction", "kind", "estimate", "interval", "p", "verdict"):
         table.add_column(col, no_wrap=col != "prediction", overflow="fold")
     for p in record["predictions"]:
-        ci = f"[{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]" if p.get("ci") else "-"
+        ci = fmt.ci(p.get("ci"))
         pstyle = VERDICT_STYLE[p["verdict"]]
         marks = "".join(f"\n[bold red]{escape(m)}[/bold red]" for m in p.get("marks") or [])
-        table.add_row(escape(p["id"]), p["kind"], _fmt(p.get("estimate")), escape(ci), _fmt(p.get("p_value"), ".2g"),
+        table.add_row(escape(p["id"]), p["kind"], fmt.num(p.get("estimate")), escape(ci), fmt.p_value(p.get("p_value")),
                       f"[{pstyle}]{p['verdict']}[/{pstyle}]{marks}")
     console.print(table)
     for p in record["predictions"]:

@@ -19,17 +19,18 @@ The document is built as a list of blocks (pure) and rendered twice; only `write
 
 from __future__ import annotations
 
+from framework.errors import ReportError  # noqa: F401  (one hierarchy: framework.errors)
+
 import base64
 import html
 import io
 import json
-import math
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from framework.present import format as fmt
 from framework.records.trials import TrialsFileError, read_json_object, read_trials
 
 VERDICT_COLORS = {"supported": "#2e7d32", "refuted": "#c62828", "inconclusive": "#9e9e9e"}
@@ -80,24 +81,12 @@ Block = Heading | Banner | Para | Table | Figure | Pre
 # --------------------------------------------------------------------------- formatting
 
 
-def _num(x: Any, digits: int = 3) -> str:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return "-"
-    return f"{x:.{digits}f}"
 
 
-def _p(x: Any) -> str:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return "-"
-    return f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
 
 
-def _ci(ci: Any) -> str:
-    return f"[{_num(ci[0])}, {_num(ci[1])}]" if isinstance(ci, (list, tuple)) and len(ci) == 2 else "-"
 
 
-def _label(levels: dict[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in levels.items())
 
 
 # --------------------------------------------------------------------------- criteria (pure)
@@ -213,7 +202,7 @@ def forest_plot(record: dict[str, Any]) -> bytes | None:
             ax.plot([ci[0]] * 2, [y - 0.12, y + 0.12], color=color, lw=2, zorder=3)
             ax.plot([ci[1]] * 2, [y - 0.12, y + 0.12], color=color, lw=2, zorder=3)
         ax.plot([p["estimate"]], [y], "D", color=color, ms=8, zorder=4, mec="white", mew=0.8)
-        ax.annotate(f"{p['estimate']:.3f} {_ci(ci)}  {p.get('verdict', '')}", (1.01, y),
+        ax.annotate(f"{p['estimate']:.3f} {fmt.ci(ci)}  {p.get('verdict', '')}", (1.01, y),
                     xycoords=("axes fraction", "data"), va="center", fontsize=9, color=color)
     ax.axvline(1.0, color="#424242", lw=1, zorder=2)
     ax.set_yticks(range(n))
@@ -249,11 +238,11 @@ def launch_means(record: dict[str, Any], rows: list[dict[str, Any]] | None) -> d
         for r in rows:
             if r.get("kind") == "request" and r.get("ok") and not r.get("warmup") and isinstance(r.get(metric), (int, float)):
                 per.setdefault(r["launch_id"], []).append(float(r[metric]))
-                label_of[r["launch_id"]] = _label(r.get("levels") or {})
+                label_of[r["launch_id"]] = fmt.levels(r.get("levels") or {})
         for lid, vals in per.items():
             computed.setdefault(label_of[lid], []).append(sum(vals) / len(vals))
     for c in record.get("conditions") or []:
-        label = _label(c.get("levels") or {})
+        label = fmt.levels(c.get("levels") or {})
         means = (c.get("metric") or {}).get("launch_means") or computed.get(label) or []
         launches = c.get("launches") or {}
         vals = [float(m) for m in means if isinstance(m, (int, float))]
@@ -390,8 +379,8 @@ def record_blocks(record: dict[str, Any], rows: list[dict[str, Any]] | None, pre
     blocks.append(Heading(heading_level + 1, "Predictions"))
     blocks.append(Table(["prediction", "kind", "verdict", "estimate", "interval", "p", "criterion", "reason"], [
         [str(p.get("id")), str(p.get("kind")), " — ".join([str(p.get("verdict")), *(p.get("marks") or [])]),
-         _num(p.get("estimate")), _ci(p.get("ci")),
-         _p(p.get("p_value")), crit[p["id"]].text if p.get("id") in crit else "-", str(p.get("reason", ""))]
+         fmt.num(p.get("estimate")), fmt.ci(p.get("ci")),
+         fmt.p_value(p.get("p_value")), crit[p["id"]].text if p.get("id") in crit else "-", str(p.get("reason", ""))]
         for p in record.get("predictions") or []]))
     forest = forest_plot(record)
     if forest:
@@ -400,13 +389,13 @@ def record_blocks(record: dict[str, Any], rows: list[dict[str, Any]] | None, pre
                              "against its margin or threshold (dashed; shaded where the prediction holds)."))
     blocks.append(Heading(heading_level + 1, "Conditions"))
     blocks.append(Table(["condition", "launches ok", "failed", "mean", "server args"], [
-        [_label(c.get("levels") or {}), str((c.get("launches") or {}).get("ok", "-")),
-         str((c.get("launches") or {}).get("failed", "-")), _num((c.get("metric") or {}).get("mean"), 2),
+        [fmt.levels(c.get("levels") or {}), str((c.get("launches") or {}).get("ok", "-")),
+         str((c.get("launches") or {}).get("failed", "-")), fmt.num((c.get("metric") or {}).get("mean"), 2),
          " ".join(c.get("server_args") or [])]
         for c in record.get("conditions") or []]))
     failures = [(c, f) for c in record.get("conditions") or [] for f in c.get("failures") or []]
     if failures:
-        blocks.append(Pre("\n".join(f"{_label(c.get('levels') or {})}: {f}" for c, f in failures)))
+        blocks.append(Pre("\n".join(f"{fmt.levels(c.get('levels') or {})}: {f}" for c, f in failures)))
     ext = (record.get("analysis") or {}).get("extension")
     if ext:
         blocks.append(Para(f"Extension: {ext.get('note')} (design changed: {ext.get('changed')})"))
@@ -428,10 +417,6 @@ def record_blocks(record: dict[str, Any], rows: list[dict[str, Any]] | None, pre
 
 
 def sweep_blocks(summary: dict[str, Any]) -> list[Block]:
-    try:
-        from framework.run.sweep import prediction_line
-    except Exception:  # noqa: BLE001
-        prediction_line = None  # type: ignore[assignment]
     jobs = summary.get("jobs") if isinstance(summary, dict) else None
     blocks: list[Block] = [Heading(2, "Sweep summary")]
     if not isinstance(jobs, list):
@@ -443,7 +428,7 @@ def sweep_blocks(summary: dict[str, Any]) -> list[Block]:
     rows = []
     for r in jobs:
         preds = r.get("predictions") or []
-        lines = [prediction_line(p) if prediction_line else f"{p.get('id')}: {p.get('verdict')}" for p in preds]
+        lines = [fmt.prediction_line(p) for p in preds]
         rows.append([str(r.get("job")), str(r.get("status")), str(r.get("hypothesis") or "-"),
                      str(r.get("backend") or "-"), str(r.get("verdict") or "-"),
                      " ".join(r.get("overrides") or []), "\n".join(lines) or str(r.get("error") or "")])
@@ -492,8 +477,6 @@ def render_html(title: str, blocks: Iterable[Block]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", "<br>")
 
 
 def render_markdown(blocks: Iterable[Block], fig_dir: str = FIG_DIR) -> str:
@@ -508,7 +491,7 @@ def render_markdown(blocks: Iterable[Block], fig_dir: str = FIG_DIR) -> str:
         elif isinstance(b, Table):
             out.append("| " + " | ".join(b.headers) + " |")
             out.append("|" + "---|" * len(b.headers))
-            out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in b.rows]
+            out += ["| " + " | ".join(fmt.md_cell(c) for c in row) + " |" for row in b.rows]
             out.append("")
         elif isinstance(b, Figure):
             out += [f"![{b.caption}]({fig_dir}/{b.name}.png)", "", f"*{b.caption}*", ""]
@@ -520,8 +503,6 @@ def render_markdown(blocks: Iterable[Block], fig_dir: str = FIG_DIR) -> str:
 # --------------------------------------------------------------------------- the shell
 
 
-class ReportError(Exception):
-    """The path is not a run directory, a multirun directory or a ledger."""
 
 
 def _read_rows(path: Path | None) -> list[dict[str, Any]] | None:
@@ -603,18 +584,6 @@ def write_report(path: str | Path) -> list[Path]:
     page = out_dir / f"{stem}.html"
     page.write_text(render_html(title, blocks), encoding="utf-8")
     return [md, page, *written]
-
-
-def cmd_report(path: str) -> int:
-    """CLI face: 0 written; 2 bad input (not a run, multirun or ledger)."""
-    try:
-        written = write_report(path)
-    except ReportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"report: {written[1]}")
-    print(f"        {written[0]}")
-    return 0
 
 
 def summary_markdown(record: dict[str, Any]) -> str:

@@ -143,40 +143,33 @@ def _package_version(python: str | None, name: str) -> str | None:
     return out.strip() if out else None
 
 
-def backend_environment(settings: Any, model_path: str, server_info: dict[str, Any] | None = None) -> dict[str, Any]:
+def backend_environment(*, version_package: str | None, version_argv: tuple[str, ...],
+                        build_info_argv: tuple[str, ...], python: str | None, values: dict[str, str],
+                        model_path: str, model_is_local: bool,
+                        server_info: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the backend table says to capture: server version, build flags, the model file, the CPU.
 
-    `settings` is a BackendSettings; every probe runs the backend's own interpreter or binary, and
-    each one tolerates absence (null), so a missing server gives nulls rather than an error.
+    Plain values in (the run shell reads them off the backend's row and settings): `python` is the
+    server's interpreter when it runs one, `values` fills the commands' placeholders. Every probe
+    tolerates absence (null), so a missing server gives nulls rather than an error.
     """
-    from framework.execution.backends import probe_values
-
-    row = settings.table
-    values = probe_values(settings)
     version, source = None, None
-    if row.version_package:
-        python = settings.python if "{python}" in " ".join(row.argv) else None
-        version, source = _package_version(python, row.version_package), f"package {row.version_package}"
-    elif row.version_argv:
-        argv = [a.format_map(values) for a in row.version_argv]
+    if version_package:
+        version, source = _package_version(python, version_package), f"package {version_package}"
+    elif version_argv:
+        argv = [a.format_map(values) for a in version_argv]
         out = _run(argv, timeout=30)
         version, source = (out.strip() or None) if out else None, " ".join(argv)
     if version is None and server_info and isinstance(server_info.get("version"), str):
         version, source = server_info["version"], "server info"
     build = None
-    if row.build_info_argv:
-        out = _run([a.format_map(values) for a in row.build_info_argv], timeout=60)
+    if build_info_argv:
+        out = _run([a.format_map(values) for a in build_info_argv], timeout=60)
         build = out.strip() if out else None
     return {
         "server_version": version,
         "server_version_source": source,
         "server_build": build,
-        "model": model_file_info(model_path) if row.starts_server or Path(model_path).exists() else {"path": model_path},
+        "model": model_file_info(model_path) if model_is_local else {"path": model_path},
         "cpu": cpu_info(),
     }
-
-
-def with_server(env: dict[str, Any], backend: str, server_info: dict[str, Any] | None) -> dict[str, Any]:
-    """The fingerprint plus what the runner learns from the server (`/get_server_info`)."""
-    info = server_info or {}
-    return {**env, "backend": backend, "server_info": info, "server_version": info.get("version")}

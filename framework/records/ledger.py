@@ -26,6 +26,8 @@ and a crash never leaves a record half-chained.
 
 from __future__ import annotations
 
+from framework.errors import LedgerError  # noqa: F401  (one hierarchy: framework.errors)
+
 import hashlib
 import json
 import math
@@ -42,8 +44,6 @@ DEFAULT_LEDGER = "verdicts.jsonl"
 GENESIS = "0" * 64
 
 
-class LedgerError(Exception):
-    """The ledger cannot be appended to safely (torn last line, or it disagrees with its head file)."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ sequential rule), not ones that merely size the run.
 
 from __future__ import annotations
 
+from framework.errors import RegistrationChanged  # noqa: F401  (one hierarchy: framework.errors)
+
 import difflib
 import hashlib
 import json
@@ -24,8 +26,6 @@ from framework.records.models import AmendmentRecord, HypothesisRef, Registratio
 from framework.core.spec import SpecError, parse_yaml
 
 
-class RegistrationChanged(Exception):
-    """The hypothesis (or its analysis plan) changed since it was registered."""
 
 
 def _now() -> str:
@@ -141,3 +141,14 @@ def check_or_amend(ledger_path: str | Path, hypothesis_path: str | Path, setting
                               previous_analysis_sha256=now_in_force.get("analysis_sha256"),
                               git_commit=commit, amended=_now())
         return ledger.append(ledger_path, rec)["hash"], True
+
+
+def analysis_settings(d: Any) -> dict[str, Any]:
+    """What the decision rules depend on besides the data (of a `framework.core.spec.Design`): registered,
+    and kept in every record.
+
+    The sampling plan (launches, requests, sequential looks) is recorded with every verdict but
+    not registered, so asking for more launches is not an amendment; changing alpha or the
+    analysis method is.
+    """
+    return {"alpha": d.alpha, "method": d.analysis}

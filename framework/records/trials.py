@@ -9,6 +9,8 @@ multiplied wall durations by the scale, and keeps the scale on every row.
 
 from __future__ import annotations
 
+from framework.errors import TrialsFileError  # noqa: F401  (one hierarchy: framework.errors)
+
 import json
 import statistics
 from pathlib import Path
@@ -124,8 +126,6 @@ class WorkloadRow(_Row):
     client: dict = {}
 
 
-class TrialsFileError(ValueError):
-    """A line in the middle of a trials file is not JSON: the file was damaged or edited."""
 
 
 def read_trials(path: str | Path) -> list[dict]:

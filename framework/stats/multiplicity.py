@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-METHODS = ("holm", "fdr_bh")
+from framework.core.vocabulary import MULTIPLICITY_METHODS
+
+METHODS = MULTIPLICITY_METHODS
 
 
 class Adjusted(NamedTuple):

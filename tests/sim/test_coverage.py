@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from framework.core.design import sim_conditions
+from framework.servers.sim.coverage import conditions as sim_conditions
 from framework.servers.sim.coverage import Condition, check
 from framework.core.spec import load_experiment, load_hypothesis
 

@@ -21,6 +21,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from framework.core import design as design_mod
+from framework.core.spec import Experiment, Hypothesis
 from framework.servers.sim import flags
 from framework.servers.sim.args import FlagError, parse_server_args
 from framework.servers.sim.profile import ProfileError, load_profile
@@ -58,6 +60,13 @@ class Coverage:
                 "unmodelled_varied_flags": sorted({f.flag for f in self.refused}),
                 "unmodelled_constant": self.constant}
 
+
+def conditions(h: Hypothesis, exp: Experiment) -> list[Condition]:
+    """Every condition's SGLang command line and sim profile, for the coverage check."""
+    return [Condition(
+        label=c.label(), levels=c.levels, profile=design_mod.sim_profile_for(h, exp, c),
+        argv=["--model-path", exp.model_path, "--tp-size", str(exp.tp_size), *design_mod.server_args_for(h, exp, c)],
+    ) for c in design_mod.conditions(h)]
 
 def _key(v: Any) -> str:
     return json.dumps(v, sort_keys=True, default=str)

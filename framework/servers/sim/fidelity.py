@@ -13,6 +13,7 @@ from typing import Any
 from framework.core import design as design_mod
 from framework.execution import client
 from framework.core.metrics import base_metric
+from framework.servers.sim import coverage
 from framework.servers.sim import model as sim_model
 from framework.servers.sim.args import parse_server_args
 from framework.servers.sim.profile import load_profile
@@ -83,7 +84,7 @@ def sim_clock_bias(h: Hypothesis, exp: Experiment, rows: list[dict[str, Any]]) -
     (``sim_mean_batch``, median over measured requests). docs/model.md, "Timing"."""
     out: dict[str, float] = {}
     conds = design_mod.conditions(h)
-    sims = design_mod.sim_conditions(h, exp)
+    sims = coverage.conditions(h, exp)
     for c, sc in zip(conds, sims):
         workload = design_mod.workload_for(h, exp, c)
         batches = [float(r["sim_mean_batch"]) for r in rows if r.get("kind") == "request" and r.get("condition") == c.index

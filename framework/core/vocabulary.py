@@ -1,0 +1,34 @@
+"""The project's closed vocabularies, one source each: why a launch failed, why a request failed,
+which analysis method decides, which multiplicity adjustment a sweep uses.
+
+Specs validate against these, the execution layer produces them, records and reports show them;
+a new word is added here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+FailureClass = Literal[
+    "bad_flag",           # argparse rejected the command line (exit 2)
+    "bad_value",          # a flag's value was rejected (out of range, wrong type, missing required setting)
+    "model_not_found",    # the model path or repository does not exist
+    "model_corrupt",      # the model file exists but cannot be loaded (damaged, unsupported format or architecture)
+    "port_in_use",        # the HTTP port was taken
+    "out_of_memory",      # host or GPU memory ran out
+    "cuda_mismatch",      # kernels not built for this GPU architecture, or a driver too old for the CUDA runtime
+    "crash_after_ready",  # the server answered its health route, then died while being measured
+    "ready_timeout",      # the server neither became ready nor exited in time
+    "killed",             # ended by a signal with no telling log line
+    "exited",             # exited during start-up; nothing in the log matched a known class
+]
+FAILURE_CLASSES: tuple[str, ...] = get_args(FailureClass)
+
+RequestErrorClass = Literal["http_error", "timeout", "stream_cut", "malformed_stream", "connection", "cancelled"]
+REQUEST_ERROR_CLASSES: tuple[str, ...] = get_args(RequestErrorClass)
+
+AnalysisMethod = Literal["welch", "rank", "bootstrap", "anytime"]
+ANALYSIS_METHODS: tuple[str, ...] = get_args(AnalysisMethod)
+
+MultiplicityMethod = Literal["holm", "fdr_bh"]
+MULTIPLICITY_METHODS: tuple[str, ...] = get_args(MultiplicityMethod)

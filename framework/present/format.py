@@ -1,0 +1,71 @@
+"""One formatter for every display (console, summary.md, report, sweep summary, audit history).
+
+A number that is missing, not a number or NaN shows as ``-``; infinity as ``inf`` / ``-inf`` (an
+interval can be unbounded, and that is worth seeing); p-values with three significant digits
+(``0.0502``), below 0.001 with two (``4.2e-05``). One definition, so the same record reads the same
+wherever it is shown.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MISSING = "-"
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and not (isinstance(x, float) and math.isnan(x))
+
+
+def num(x: Any, digits: int = 3) -> str:
+    """A fixed-point number: ``1.005``; ``inf``; ``-`` for anything that is not a number."""
+    if not _is_number(x):
+        return MISSING
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:.{digits}f}"
+
+
+def sig(x: Any, digits: int = 4) -> str:
+    """A number to `digits` significant digits (``92.65``), for means in their own unit."""
+    if not _is_number(x):
+        return MISSING
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:.{digits}g}"
+
+
+def p_value(x: Any) -> str:
+    """``0.0502``, ``4.2e-05``, ``1.00``; ``-`` when there is none."""
+    if not _is_number(x) or math.isinf(x):
+        return MISSING
+    return f"{x:.2g}" if x < 0.001 else f"{x:#.3g}"
+
+
+def ci(interval: Any, digits: int = 3) -> str:
+    """``[0.989, 1.022]``; ``-`` when there is no interval."""
+    if isinstance(interval, (list, tuple)) and len(interval) == 2:
+        return f"[{num(interval[0], digits)}, {num(interval[1], digits)}]"
+    return MISSING
+
+
+def levels(values: dict[str, str]) -> str:
+    """A condition's factor levels: ``fusion=on, decoding=eagle3``."""
+    return ", ".join(f"{k}={v}" for k, v in values.items())
+
+
+def md_cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def prediction_line(p: dict[str, Any]) -> str:
+    """`id: verdict (est [lo, hi], p, p_adj -> adjusted verdict)` for one prediction of a sweep row."""
+    s = f"{p['id']}: {p['verdict']} ({num(p['estimate'])} {ci(p['ci'])}, p={p_value(p['p_value'])}"
+    if p.get("p_adjusted") is not None:
+        s += f", p_adj={p_value(p['p_adjusted'])}"
+    s += ")"
+    if p.get("adjusted_verdict") != p.get("verdict"):
+        s += f" -> {p['adjusted_verdict']} (adjusted)"
+    return s

@@ -1,0 +1,30 @@
+"""What one run carries from its resolved config to its record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from framework.core.spec import Design, Experiment, Hypothesis
+from framework.execution.backends import BackendSettings
+from framework.run.redaction import Redactor
+
+
+@dataclass
+class RunContext:
+    hypothesis: Hypothesis
+    hypothesis_path: Path
+    experiment: Experiment
+    backend: BackendSettings
+    design: Design
+    ledger: Path
+    run_dir: Path
+    config: dict[str, Any]
+    resume: Path | None = None
+    allow_amend: bool = False
+    sim_coverage: dict[str, Any] | None = None  # what the sim does not model here (backend=sim only)
+    progress: bool = True
+    report: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+    redactor: Redactor = field(default_factory=Redactor)

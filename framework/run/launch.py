@@ -1,0 +1,119 @@
+"""One launch: start the server (or probe the endpoint), measure its workload, stop it, and write every
+outcome to the trials file the moment it happens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framework.core import design as design_mod
+from framework.execution import client
+from framework.execution.backends import server_spec, time_scale_of
+from framework.execution.failures import classify
+from framework.execution.launcher import ENDPOINT_PROBE_S, LaunchError, ServerProcess, free_port, log_tail, unreachable
+from framework.present.progress import RunProgress
+from framework.records.trials import LaunchEndRow, LaunchRow, RequestRow, WorkloadRow
+from framework.run.context import RunContext
+from framework.run.writer import TrialsWriter, now_iso
+
+
+CLASSIFY_LINES = 400  # log lines read to classify a failure (a vLLM traceback runs long); the row keeps 20
+
+CRASH_SETTLE_S = 5.0  # after a lost connection, how long a dying server gets to exit before it counts as alive
+
+def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
+               writer: TrialsWriter, progress: RunProgress) -> None:
+    h, d = ctx.hypothesis, ctx.design
+    cond = planned.condition
+    workload = design_mod.workload_for(h, ctx.experiment, cond)
+    launch_id = f"{planned.launch_id}-a{attempt}"
+    common = {"launch_id": launch_id, "condition": cond.index, "levels": cond.levels}
+    started = now_iso()
+    server: ServerProcess | None = None
+    row = ctx.backend.table
+    if not row.starts_server:
+        base_url, argv, startup = str(ctx.backend.url).rstrip("/"), [], 0.0
+        problem = unreachable(base_url, min(ctx.backend.ready_timeout_s, ENDPOINT_PROBE_S))
+        if problem:  # no answer at all: no evidence about the server (framework.core.evidence)
+            writer.write(LaunchRow(
+                **common, replicate=planned.replicate, block=planned.block, attempt=attempt, seed=planned.seed,
+                ok=False, reachable=False, error=problem, started=started, finished=now_iso(),
+            ).model_dump(mode="json"))
+            writer.sync()
+            progress.launch_failed(cond, problem)
+            return
+    else:
+        port = free_port(ctx.backend.host)
+        log_path = ctx.run_dir / "logs" / f"{launch_id}.log"
+        spec = server_spec(ctx.backend, ctx.experiment, h, cond, port=port, seed=planned.seed, log_path=log_path)
+        base_url, argv = spec.base_url, spec.argv
+        server = ServerProcess(spec).start()
+        try:
+            startup = server.wait_ready()
+        except LaunchError as exc:
+            server.stop()
+            ctx.redactor.scrub_file(log_path)
+            failure = classify(exc.exit_code, log_tail(log_path, CLASSIFY_LINES), row.failure_patterns,
+                               timed_out=exc.timed_out, summary=exc.message)
+            release = server.wait_released(ctx.backend.settle_timeout_s)
+            writer.write(LaunchRow(
+                **common, replicate=planned.replicate, block=planned.block, attempt=attempt, seed=planned.seed,
+                ok=False, exit_code=exc.exit_code, error=failure.message(), failure_class=failure.cls,
+                failure_line=failure.line, log_tail=exc.log_tail, argv=argv, started=started, finished=now_iso(),
+                release=release.as_dict(),
+            ).model_dump(mode="json"))
+            writer.sync()
+            progress.launch_failed(cond, failure.message())
+            return
+    lost_connection = False  # a request lost its connection: the server may be dying right now
+    try:
+        info = client.server_info(base_url, ctx.backend.api_key, row.info_paths)
+        writer.write(LaunchRow(
+            **common, replicate=planned.replicate, block=planned.block, attempt=attempt, seed=planned.seed,
+            ok=True, startup_s=startup, argv=argv, server_info=info, started=started, finished=now_iso(),
+        ).model_dump(mode="json"))
+
+        def on_row(index: int, warmup: bool, row: dict[str, Any]) -> None:
+            nonlocal lost_connection
+            lost_connection |= row.get("error_class") == "connection"
+            writer.write(RequestRow(
+                **common, trial_id=f"{launch_id}-q{index}", index=index, warmup=warmup, **row,
+            ).model_dump(mode="json"))
+            progress.request_done(warmup)
+
+        resolved = client.run_workload(
+            base_url, workload, requests_n=d.requests, warmup=d.warmup, seed=planned.seed,
+            time_scale=time_scale_of(ctx.backend, info), api_key=ctx.backend.api_key, on_row=on_row,
+            protocol=ctx.backend.effective_protocol, base_dir=ctx.hypothesis_path.parent,
+        )
+        writer.write(WorkloadRow(**common, **resolved).model_dump(mode="json"))
+        health = resolved.get("client") or {}
+        if health.get("bottleneck"):
+            progress.note(f"warning: the client, not the server, may have been the bottleneck in {launch_id}: "
+                          + "; ".join(health.get("reasons") or []))
+    finally:
+        if server is not None:
+            end_launch(ctx, server, common, writer, progress, cond, lost_connection=lost_connection)
+        writer.sync()
+
+def end_launch(ctx: RunContext, server: ServerProcess, common: dict[str, Any], writer: TrialsWriter,
+               progress: RunProgress, cond: design_mod.Condition, lost_connection: bool = False) -> None:
+    """Stop a server that started; record whether it had died on its own and how long the machine took to free up.
+
+    After a request lost its connection the server gets `CRASH_SETTLE_S` to finish dying before it counts as alive.
+    """
+    crashed = server.exited_on_its_own(wait_s=CRASH_SETTLE_S if lost_connection else 0.0)
+    counters = client.server_metrics(server.spec.base_url, ctx.backend) if crashed is None else None
+    exit_code = server.stop()
+    ctx.redactor.scrub_file(server.spec.log_path)
+    failure = None
+    if crashed is not None:
+        failure = classify(crashed, log_tail(server.spec.log_path, CLASSIFY_LINES), ctx.backend.table.failure_patterns,
+                           after_ready=True, summary=f"server exited with code {crashed} while being measured")
+        progress.launch_failed(cond, failure.message())
+    release = server.wait_released(ctx.backend.settle_timeout_s)
+    writer.write(LaunchEndRow(
+        **common, ok=crashed is None, exit_code=exit_code, crashed=crashed is not None,
+        failure_class=failure.cls if failure else None, failure_line=failure.line if failure else None,
+        error=failure.message() if failure else None, release=release.as_dict(), server_metrics=counters,
+        finished=now_iso(),
+    ).model_dump(mode="json"))

@@ -1,0 +1,143 @@
+"""The verdict record of a run: everything its verdict depends on, or the hash of it (design notes, section 4),
+with the marks a verdict must carry when the figures behind it are in doubt."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from framework.core import design as design_mod
+from framework.execution import adapters
+from framework.execution.backends import backend_label, probe_values
+from framework.records import environment
+from framework.records.ledger import sha256_file
+from framework.records.models import (
+    ConditionRecord, HypothesisRef, LaunchCounts, PredictionRecord, TrialsRef, VerdictRecord,
+)
+from framework.records.trials import release_summary, workload_records
+from framework.run.context import RunContext
+from framework.run.measure import Measured
+from framework.run.writer import TrialsWriter, now_iso
+from framework.stats.extension import extension, launches_of
+
+
+def server_info_of(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first launch's own description of the server (`/get_server_info`)."""
+    return next((r.get("server_info") for r in rows if r["kind"] == "launch" and r.get("server_info")), None)
+
+
+def timing(ctx: RunContext, rows: list[dict[str, Any]], adapter: ModuleType | None) -> dict[str, Any]:
+    """How honest a modelled server's clock was (the record's `analysis.sim_*`); nulls for a real server."""
+    if adapter is None:
+        return dict(adapters.NO_TIMING)
+    return adapter.timing(ctx.hypothesis, ctx.experiment, rows, launched=ctx.backend.simulated)
+
+
+def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, settings: dict[str, Any], *,
+                 reg_hash: str, amended: bool, lag: dict[str, Any], started: str,
+                 previous: dict[str, Any] | None = None, adapter: ModuleType | None = None) -> VerdictRecord:
+    """The verdict record (design notes, section 4): everything the verdict depends on, or its hash."""
+    h, d, analysis = ctx.hypothesis, ctx.design, measured.analysis
+    conds = design_mod.conditions(h)
+    info = next((r.get("server_info") for r in writer.rows if r["kind"] == "launch" and r.get("server_info")), None)
+    backend = backend_label(ctx.backend, info)
+    env = environment.fingerprint()
+    env.update(backend=backend, launcher=ctx.backend.name, server=_server_summary(info))
+    row = ctx.backend.table
+    env.update(environment.backend_environment(
+        version_package=row.version_package, version_argv=row.version_argv, build_info_argv=row.build_info_argv,
+        python=ctx.backend.python if "{python}" in " ".join(row.argv) else None, values=probe_values(ctx.backend),
+        model_path=ctx.experiment.model_path,
+        model_is_local=row.starts_server or Path(ctx.experiment.model_path).exists(), server_info=info))
+    crashes: dict[int, set[str]] = {}
+    for r in writer.rows:
+        if r["kind"] == "launch_end" and r.get("error"):
+            crashes.setdefault(r["condition"], set()).add(r["error"])
+    return VerdictRecord(
+        hypothesis=HypothesisRef(
+            name=h.name, sha256=sha256_file(ctx.hypothesis_path), statement=h.statement.strip(),
+            path=str(ctx.hypothesis_path), content=ctx.hypothesis_path.read_text(encoding="utf-8"),
+        ),
+        backend=backend,
+        verdict=analysis.verdict,
+        predictions=[PredictionRecord(**p.model_dump(), marks=prediction_marks(ctx, p.model_dump(), lag, adapter))
+                     for p in analysis.predictions],
+        conditions=[
+            ConditionRecord(
+                levels=c.levels,
+                server_args=design_mod.server_args_for(h, ctx.experiment, conds[c.index]),
+                launches=LaunchCounts(**c.launches),
+                metric=c.metric.model_dump(),
+                failures=sorted({*c.failures, *crashes.get(c.index, set())}),
+                outlier_launches=c.outlier_launches,
+            )
+            for c in analysis.conditions
+        ],
+        trials=TrialsRef(path=_relative_to(writer.path, ctx.ledger.resolve().parent), sha256=sha256_file(writer.path),
+                         rows=len(writer.rows), bytes=writer.path.stat().st_size),
+        environment=env,
+        config=ctx.config,
+        analysis={
+            **settings,
+            "design": d.model_dump(mode="json"),
+            "details": analysis.details,
+            "stopping": {"sequential": d.sequential.enabled, "looks": measured.looks, "reason": measured.stop_reason,
+                         "launches_per_condition": _launches_per_condition(writer.rows)},
+            "resumed_from": str(ctx.resume) if ctx.resume else None,
+            "extension": extension(previous, d.model_dump(mode="json"), d.analysis, d.alpha,
+                                   launches_of(previous)) if previous else None,
+            "launch_attempts": _attempts_summary(writer.rows),
+            "release": release_summary(writer.rows),
+            "amended": amended,
+            "workloads": workload_records(writer.rows),
+            **lag,
+            "sim_coverage": ctx.sim_coverage,
+        },
+        run_dir=str(ctx.run_dir),
+        registration=reg_hash,
+        started=started,
+        finished=now_iso(),
+    )
+
+
+
+def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str, Any],
+                     adapter: ModuleType | None) -> list[str]:
+    """What must be said beside a verdict: the sim ran a question it does not model (override), its
+    clock's measured bias is large enough to move the decision, or open-loop arrivals reached it late."""
+    marks: list[str] = []
+    cov = ctx.sim_coverage or {}
+    if cov.get("unmodelled_varied_flags"):
+        marks.append("NOT MODELLED by the sim: " + ", ".join(cov["unmodelled_varied_flags"]) + " varies")
+    if adapter is not None:
+        marks += adapter.marks(ctx.hypothesis, prediction, lag)
+    return marks
+
+
+def _launches_per_condition(rows: list[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rows:
+        if r["kind"] == "launch":
+            out[str(r["condition"])] = out.get(str(r["condition"]), 0) + 1
+    return out
+
+def _attempts_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for r in rows:
+        if r["kind"] == "launch":
+            out[r["launch_id"]] = {"attempt": r.get("attempt", 1), "reused_from": r.get("reused_from")}
+    return out
+
+def _server_summary(info: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not info:
+        return None
+    keep = ("version", "sim_version", "model_path", "tp_size", "sim_profile", "sim_speedup", "backend")
+    return {k: info.get(k) for k in keep if k in info} | {"server_args": info}
+
+def _relative_to(path: Path, base: Path) -> str:
+    try:
+        return os.path.relpath(path.resolve(), base)
+    except ValueError:
+        return str(path.resolve())

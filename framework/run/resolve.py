@@ -1,0 +1,183 @@
+"""One resolver: a composed config -> everything a run needs, checked before any server starts.
+
+`resolve_config` is the only place the config becomes a hypothesis, an experiment, a backend and an
+effective design; `precheck` runs it over every variant of a command line (a sweep's too) before Hydra
+starts a job, and the run calls it once more for its own job. Every failure is a `UserError` naming
+the file or key, the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from pydantic import ValidationError
+
+from framework.core.spec import Design, Experiment, Hypothesis, load_experiment, load_hypothesis
+from framework.errors import BackendConfigError, ConfigError, SpecError
+from framework.execution import adapters
+from framework.execution.backends import Backend, BackendSettings
+from framework.execution.backends import check as check_backend
+from framework.run.preflight import backend_fits, backend_settings, check_pair
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A config made into checked values (no run directory, no ledger yet)."""
+
+    hypothesis: Hypothesis
+    hypothesis_path: Path
+    experiment: Experiment
+    backend: BackendSettings
+    design: Design
+    coverage: dict[str, Any] | None  # what the simulator does not model here (simulated backends only)
+
+
+def project_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+def find_file(kind_dir: str, name: str, suffix: str = ".yaml") -> Path:
+    """A name in the configured directory (relative to the working directory, else the project)."""
+    candidate = Path(name)
+    if candidate.suffix in (".yaml", ".yml") and candidate.exists():
+        return candidate
+    for base in (Path(kind_dir), project_root() / kind_dir):
+        path = base / f"{name}{suffix}"
+        if path.exists():
+            return path
+    return Path(kind_dir) / f"{name}{suffix}"
+
+def available(kind_dir: str) -> list[str]:
+    for base in (Path(kind_dir), project_root() / kind_dir):
+        if base.is_dir():
+            return sorted(p.stem for p in base.glob("*.yaml"))
+    return []
+
+def load_pair(cfg: DictConfig | dict[str, Any]) -> tuple[Hypothesis, Path, Experiment]:
+    name = cfg["hypothesis"]
+    hyp_dir, exp_dir = cfg["paths"]["hypotheses"], cfg["paths"]["experiments"]
+    h_path = find_file(hyp_dir, str(name))
+    if not h_path.exists():
+        raise ConfigError("command line", "hypothesis", f"no hypothesis {name!r}; available: {available(hyp_dir)}")
+    h = load_hypothesis(h_path)
+    e_path = find_file(exp_dir, h.experiment)
+    if not e_path.exists():
+        raise SpecError(h_path, "experiment", f"no experiment {h.experiment!r} in {exp_dir}/; available: {available(exp_dir)}")
+    exp = load_experiment(e_path)
+    check_pair(h, h_path, exp)  # every level's workload, env and python, before anything starts
+    return h, h_path, exp
+
+def effective_design(base: Design, overrides: dict[str, Any], h: Hypothesis | None = None) -> Design:
+    """The hypothesis's design with the command line's non-null `design.*` values on top.
+
+    A sequential design without `max_launches` gets the cap derived from `launches`: the
+    group-sequential one, or under `analysis: anytime` the anytime rule's, raised to the launches
+    its launch-outcome predictions (of `h`) need to be decided at all (docs/statistics.md, sections
+    5 and 10, "The cap"), so the record always states the cap the run used.
+    """
+    data = base.model_dump()
+    seq = dict(data["sequential"])
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key == "sequential":
+            seq["enabled"] = value
+        elif key in ("block", "max_launches"):
+            seq[key] = value
+        else:
+            data[key] = value
+    data["sequential"] = seq
+    try:
+        d = Design.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise ConfigError("command line", f"design.{loc}", f"{err['msg']} (got {err.get('input')!r})") from None
+    if d.sequential.enabled and d.sequential.max_launches is None:
+        from framework.analysis.planning import anytime_cap, anytime_launch_floor
+        from framework.stats.sequential import sequential_cap
+
+        if d.analysis == "anytime":
+            cap = anytime_cap(d.launches, d.sequential.block, d.alpha)
+            if h is not None:
+                cap = max(cap, anytime_launch_floor(h, d.sequential.block, d.alpha))
+        else:
+            cap = sequential_cap(d.launches, d.sequential.block, d.alpha)
+        d = d.model_copy(update={"sequential": d.sequential.model_copy(update={"max_launches": cap})})
+    return d
+
+
+def resolve_config(cfg: DictConfig) -> Resolved:
+    """The hypothesis, experiment, backend and effective design of `cfg`, each checked."""
+    if OmegaConf.is_missing(cfg, "hypothesis"):
+        raise ConfigError("command line", "hypothesis", "missing: say which, e.g. hypothesis=eagle3_allreduce")
+    h, h_path, exp = load_pair(cfg)
+    backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
+    try:
+        check_backend(backend, exp)  # its argv template, and whether it takes the experiment's flag names
+    except BackendConfigError as exc:
+        raise ConfigError("command line", exc.field, exc.message) from None
+    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
+    backend_fits(backend, h)
+    coverage = None
+    if backend.simulated:
+        sim_cfg = cfg.get("sim") or {}
+        coverage = coverage_or_refuse(h, h_path, exp, backend.table, allow=bool(sim_cfg.get("allow_unmodelled", False)))
+    return Resolved(hypothesis=h, hypothesis_path=h_path, experiment=exp, backend=backend, design=d, coverage=coverage)
+
+
+ALLOW_UNMODELLED = "sim.allow_unmodelled=true"
+
+
+def coverage_or_refuse(h: Hypothesis, h_path: Path, exp: Experiment, row: Backend, *,
+                       allow: bool) -> dict[str, Any] | None:
+    """Refuse, before anything starts, a hypothesis whose levels differ in what the simulated backend does not
+    model (its adapter's coverage check); with the override, what the record and the verdicts must say."""
+    adapter = adapters.for_row(row)
+    if adapter is None:
+        return None
+    cov = adapter.coverage(h, exp)
+    if cov["problems"]:
+        raise SpecError(h_path, "server_args", f"the SGLang command line does not parse: {cov['problems'][0]}")
+    refused = cov["refused"]
+    if refused and not allow:
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise SpecError(h_path, "factors",
+                        f"the simulator cannot answer this: {refused[0]}{more}; run it on backend=sglang, or add "
+                        f"{ALLOW_UNMODELLED} to run on the sim anyway with every verdict marked not modelled")
+    record = {k: v for k, v in cov.items() if k not in ("problems", "refused")}
+    return {**record, "override": bool(refused)}
+
+
+def resume_dir(path: Path, run_dir: Path) -> Path:
+    """A run directory, or a sweep directory holding one whose name matches this job's."""
+    if (path / "trials.jsonl").exists():
+        return path
+    candidate = path / run_dir.name
+    if (candidate / "trials.jsonl").exists():
+        return candidate
+    if path.is_dir():
+        # Not started in the interrupted sweep: nothing to reuse, run from scratch.
+        return candidate
+    raise ConfigError("command line", "resume", f"{path} is not a run directory (no trials.jsonl)")
+
+
+def precheck(overrides: list[str]) -> None:
+    """Raise a UserError for anything that would make the run (every job of a sweep) fail before measuring."""
+    from framework.records import ledger
+    from framework.records.trials import read_trials
+    from framework.run.compose import compose, sweep_variants
+
+    for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
+        cfg = compose(variant)
+        resolve_config(cfg)
+        if cfg.get("resume"):
+            resume = Path(cfg.resume)
+            if not resume.exists():
+                raise ConfigError("command line", "resume", f"{resume} does not exist; give a run or sweep directory")
+            for trials in [resume / "trials.jsonl", *resume.glob("*/trials.jsonl")]:
+                if trials.exists():
+                    read_trials(trials)  # a damaged file is named with its line now, not after a server started
+        ledger.check_path(cfg.ledger)

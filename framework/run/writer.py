@@ -1,0 +1,105 @@
+"""The trials file as it is written: one JSON line per event, flushed at once; and what a resume reuses of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from omegaconf import OmegaConf
+
+from framework.errors import ConfigError
+from framework.records.trials import read_json_object, read_trials
+from framework.run.context import RunContext
+from framework.run.redaction import Redactor
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+class TrialsWriter:
+    """Append-only JSONL, one line per event, flushed at once (threads share it under a lock)."""
+
+    def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
+        self.path = path
+        self.redactor = redactor or Redactor()
+        self._lock = threading.Lock()
+        self._f = open(path, "a", encoding="utf-8")
+        self.rows: list[dict[str, Any]] = []
+
+    def write(self, row: dict[str, Any]) -> None:
+        row = self.redactor.scrub(row)
+        line = json.dumps(row, separators=(",", ":"), sort_keys=True) + "\n"
+        with self._lock:
+            self._f.write(line)
+            self._f.flush()
+            self.rows.append(row)
+
+    def sync(self) -> None:
+        with self._lock:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self.sync()
+        self._f.close()
+
+def completed_launches(rows: Iterable[dict[str, Any]], requests_n: int) -> dict[str, list[dict[str, Any]]]:
+    """Launches whose outcome is complete: a start-up failure, or a finished workload.
+
+    The client's `workload` row is written when a launch's workload has ended; trials files from
+    before it existed fall back to counting `requests_n` measured requests.
+    """
+    by_launch: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_launch.setdefault(row["launch_id"], []).append(row)
+    done = {}
+    marked = any(r["kind"] == "workload" for group in by_launch.values() for r in group)
+    for launch_id, group in by_launch.items():
+        launch = [r for r in group if r["kind"] == "launch"]
+        if not launch:
+            continue
+        measured = [r for r in group if r["kind"] == "request" and not r["warmup"]]
+        ended = any(r["kind"] == "workload" for r in group) if marked else len(measured) >= requests_n
+        if not launch[-1]["ok"] or ended:
+            done[launch_id] = group
+    return done
+
+
+def reuse(ctx: RunContext, writer: TrialsWriter) -> tuple[set[str], dict[str, int]]:
+    """Copy complete launches of an interrupted run into this one; count earlier attempts."""
+    if ctx.resume is None or not (ctx.resume / "trials.jsonl").exists():
+        return set(), {}
+    old_cfg = ctx.resume / ".hydra" / "config.yaml"
+    if old_cfg.exists():
+        before = OmegaConf.load(old_cfg)
+        if before.get("hypothesis") != ctx.config.get("hypothesis"):
+            raise ConfigError("command line", "resume",
+                              f"{ctx.resume} ran hypothesis {before.get('hypothesis')!r}, not {ctx.config.get('hypothesis')!r}")
+    old = read_trials(ctx.resume / "trials.jsonl")
+    same_file = (ctx.resume / "trials.jsonl").resolve() == writer.path.resolve()
+    attempts: dict[str, int] = {}
+    for row in old:
+        if row["kind"] == "launch":
+            base, _, a = row["launch_id"].rpartition("-a")
+            attempts[base] = max(attempts.get(base, 0), int(a))
+    done = completed_launches(old, ctx.design.requests)
+    reused: set[str] = set()
+    if same_file:  # resuming into the run's own directory: its rows are already in the file, keep them as they are
+        writer.rows.extend(old)
+        return {launch_id.rpartition("-a")[0] for launch_id in done}, attempts
+    for launch_id, group in done.items():
+        for row in group:
+            writer.write({**row, "reused_from": str(ctx.resume)})
+        reused.add(launch_id.rpartition("-a")[0])
+    writer.sync()
+    return reused, attempts
+
+
+def previous_verdict(ctx: RunContext) -> dict[str, Any] | None:
+    """The verdict record of the run being resumed, if it already had one."""
+    rec = read_json_object(ctx.resume / "verdict.json") if ctx.resume is not None else None
+    return rec if rec is not None and rec.get("kind") == "verdict" else None
