@@ -55,22 +55,26 @@ def cmd_audit(ledger: str = "verdicts.jsonl") -> int:
         errors.print(f"[red]error:[/] cannot read ledger {escape(ledger)}: {escape(str(exc))}")
         return EXIT_BAD_INPUT
     table = Table(title=f"Ledger {escape(report.ledger)}: {len(report.records)} records")
-    for col in ("line", "hash", "kind", "hypothesis", "verdict", "backend", "when", "status"):
+    for col in ("line", "hash", "kind", "hypothesis", "verdict", "backend", "rules", "when", "status"):
         table.add_column(col, overflow="fold")
     for r in report.records:
         status = "[green]ok[/]" if r.problems == 0 else f"[red]{r.problems} problem(s)[/]"
         if r.note:
             status += " [yellow](extension)[/]"
         table.add_row(str(r.line), (r.hash or "")[:12], r.kind or "?", escape(r.hypothesis or ""), _v(r.verdict),
-                      r.backend or "", r.when or "", status)
+                      r.backend or "", f"v{r.rules_version}" if r.rules_version else "", r.when or "", status)
     console.print(table)
     for r in report.records:
         if r.note:
             console.print(f"[yellow]line {r.line}: {escape(r.note)}[/]", highlight=False, soft_wrap=True)
+    for r in report.records:  # recomputed above under each record's own rules; this is what today's say
+        if r.today:
+            console.print(f"line {r.line} (rules v{r.rules_version}): {escape(r.today)}", highlight=False,
+                          soft_wrap=True)
     count, last = report.head
     console.print(f"head: {count} lines, last hash {last or '-'} (note it elsewhere to detect a rewritten tail)")
     if report.ok:
-        console.print("[green]audit passed:[/] chain intact, trials files unchanged, every verdict recomputed")
+        console.print("[green]audit passed:[/] chain intact, trials files unchanged, every verdict recomputed under the rules it was made with")
         return EXIT_OK
     problems = Table(title=f"{len(report.problems)} problem(s)", title_style="bold red")
     for col in ("record", "check", "problem"):

@@ -1,6 +1,6 @@
 """Metric names and their per-launch values: what a prediction's `metric:` may name. Pure.
 
-Two families (definitions beside SGLang's bench_serving in docs/metrics.md):
+Two families (definitions beside SGLang's bench_serving in docs/workloads.md):
 
 - per-request metrics (`ttft_s`, `tpot_s`, `e2e_s`, `decode_tok_s`, `output_tok_s`, `accept_length`,
   `completion_tokens`): a launch's value is the mean over its measured requests, as before;
@@ -72,10 +72,6 @@ def base_metric(name: str) -> str:
     if name in LAUNCH_METRICS:
         return "e2e_s"
     return name.partition(".")[0]
-
-
-def higher_is_better(name: str) -> bool:
-    return base_metric(name) in RATES or name in RATES
 
 
 # --------------------------------------------------------------------------- per request

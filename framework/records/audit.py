@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from framework.analysis.rules import CURRENT, rules_for, version_of
 from framework.records import ledger
 from framework.records.ledger import Problem
 from framework.records.trials import parse_trials
@@ -37,6 +38,8 @@ class RecordRow:
     problems: int = 0
     backend: str | None = None  # what produced a verdict's data: shown so a sim verdict never passes as real
     note: str = ""  # disclosed, not a problem: e.g. an unregistered extension of an earlier verdict
+    rules_version: int | None = None  # the decision rules a verdict was made (and is recomputed) under
+    today: str = ""  # what today's rules would say of a record made under older ones (not a problem)
 
 
 @dataclass
@@ -184,13 +187,6 @@ def recorded_seed(settings: dict[str, Any]) -> int | None:
     return int(seed) if isinstance(seed, int) else None
 
 
-def _call_sequential(fn: Any, h: Any, rows: list[dict[str, Any]], pool: dict[str, Any]) -> Any:
-    """Call `sequential_look` with whichever recorded settings its signature names."""
-    params = list(inspect.signature(fn).parameters.values())[2:]
-    kwargs = {p.name: pool[p.name] for p in params if p.name in pool}
-    return fn(h, rows, **kwargs)
-
-
 def _as_analysis(result: Any) -> Any:
     if hasattr(result, "predictions") or (isinstance(result, dict) and "predictions" in result):
         return result
@@ -203,28 +199,41 @@ def _as_analysis(result: Any) -> Any:
     raise TypeError(f"cannot find an analysis in {type(result).__name__}")
 
 
-def recompute(record: dict[str, Any], rows: list[dict[str, Any]]) -> Any:
-    """The analysis of `rows` with the hypothesis content and the settings the record holds."""
-    from framework.analysis import verdicts as an
-
+def recompute(record: dict[str, Any], rows: list[dict[str, Any]], version: int | None = None) -> Any:
+    """The analysis of `rows` with the hypothesis content and the settings the record holds, under the
+    decision rules of `version` (default: the version the record was made under)."""
+    rules = rules_for(version_of(record) if version is None else version)
     h = hypothesis_from_record(record)
     settings = record.get("analysis") or {}
     pool = sequential_settings(settings)
-    if pool is not None:
-        fn = getattr(an, "sequential_look", None)
-        if fn is None:
-            raise RuntimeError("the record is sequential but framework.analysis.verdicts has no sequential_look")
-        return _as_analysis(_call_sequential(fn, h, rows, pool))
+    if pool is not None:  # only the settings the look takes: older records may hold more
+        params = list(inspect.signature(rules.sequential_look).parameters)[2:]
+        return _as_analysis(rules.sequential_look(h, rows, **{k: pool[k] for k in params if k in pool}))
     seed = recorded_seed(settings)
-    return an.analyze(h, rows, alpha=settings.get("alpha"), method=settings.get("method"),
-                      **({"seed": seed} if seed is not None else {}))
+    return rules.analyze(h, rows, alpha=settings.get("alpha"), method=settings.get("method"),
+                         **({"seed": seed} if seed is not None else {}))
+
+
+def todays_difference(record: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """What today's rules would say of a record made under older ones ("" when the same, or when it is today's)."""
+    if version_of(record) == CURRENT:
+        return ""
+    try:
+        today = recompute(record, rows, CURRENT)
+    except Exception as exc:  # noqa: BLE001 - today's rules may not apply to an old design: say so
+        return f"today's rules (v{CURRENT}) cannot recompute it: {type(exc).__name__}: {exc}"
+    diff = compare(record, today)
+    if not diff:
+        return f"today's rules (v{CURRENT}) give the same verdicts"
+    return f"under today's rules (v{CURRENT}): " + "; ".join(diff)
 
 
 # --------------------------------------------------------------------------- the audit
 
 
 def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
-                   registrations: dict[str, dict[str, Any]]) -> list[Problem]:
+                   registrations: dict[str, dict[str, Any]]) -> tuple[list[Problem], str]:
+    """The record's problems under the rules it was made with, and what today's rules would say of it."""
     import hashlib
 
     name = (rec.get("hypothesis") or {}).get("name")
@@ -258,7 +267,7 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
     path = resolve_trials(ledger_path, trials.get("path", "")) if trials.get("path") else None
     if path is None:
         out.append(problem("trials", f"trials file {trials.get('path')!r} not found"))
-        return out
+        return out, ""
     data = path.read_bytes()  # read once: hashed whole, hashed as the recorded prefix, parsed
     actual, recorded, prefix = hashlib.sha256(data).hexdigest(), trials.get("sha256"), trials.get("bytes")
     if actual != recorded:
@@ -268,7 +277,7 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
         else:
             out.append(problem("trials", f"trials file {trials.get('path')} changed: sha256 recorded "
                                f"{str(recorded)[:12]}, now {actual[:12]}"))
-            return out  # recomputing from altered data says nothing more
+            return out, ""  # recomputing from altered data says nothing more
     rows = parse_trials(data, path)
     from framework.analysis.verdicts import distinct_rows
 
@@ -282,17 +291,17 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
                            f"duplicated launch row(s), {dropped.get('request', 0)} duplicated request row(s) "
                            f"(each launch is counted once)"))
     if content is None:
-        return out
+        return out, ""
     try:
         analysis = recompute(rec, rows)
     except NotImplementedError:
         out.append(problem("recompute", "framework.analysis.verdicts is not implemented yet; cannot recompute"))
-        return out
+        return out, ""
     except Exception as exc:  # noqa: BLE001 - any failure to recompute is an audit finding, not a crash
         out.append(problem("recompute", f"recomputing failed: {type(exc).__name__}: {exc}"))
-        return out
+        return out, ""
     out += [problem("recompute", d) for d in compare(rec, analysis)]
-    return out
+    return out, todays_difference(rec, rows)
 
 
 def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER) -> AuditReport:
@@ -312,7 +321,9 @@ def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER) -> AuditReport:
         if kind in ("registration", "amendment") and isinstance(rec.get("hash"), str):
             registrations[rec["hash"]] = rec
         elif kind == "verdict":
-            report.problems += _check_verdict(rec, n, path, registrations)
+            problems, row.today = _check_verdict(rec, n, path, registrations)
+            report.problems += problems
+            row.rules_version = version_of(rec)
             ext = (rec.get("analysis") or {}).get("extension")
             if ext:
                 bound = ext.get("error_bound")

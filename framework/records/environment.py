@@ -3,7 +3,7 @@
 A verdict moves when the stack moves (the seed's CUDA 12.8 -> 13 upgrade turned "crashes" into
 "works"), so `audit history` compares these fields between records. Everything here tolerates
 absence: no git, no checkout, no `nvidia-smi` all give null rather than an error. The runner adds
-the backend and the server's `/get_server_info` on top (see `with_server`).
+the backend and the server's `/get_server_info` on top (framework.run.record).
 """
 
 from __future__ import annotations

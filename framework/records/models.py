@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from framework.analysis.rules import CURRENT as RULES_VERSION
 from framework.analysis.verdicts import Verdict
 
 
@@ -75,6 +76,7 @@ class VerdictRecord(_Record):
     analysis: dict[str, Any] = {}
     run_dir: str | None = None
     registration: str | None = None  # hash of the registration record this run refers to
+    rules_version: int = RULES_VERSION  # the decision rules it was decided under (framework.analysis.rules)
     started: str
     finished: str
 
@@ -125,10 +127,3 @@ class AmendmentRecord(_Record):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
-
-
-RECORD_MODELS: dict[str, type[_Record]] = {
-    "verdict": VerdictRecord,
-    "registration": RegistrationRecord,
-    "amendment": AmendmentRecord,
-}

@@ -11,7 +11,7 @@ from framework.execution.backends import server_spec, time_scale_of
 from framework.execution.failures import classify
 from framework.execution.launcher import ENDPOINT_PROBE_S, LaunchError, ServerProcess, free_port, log_tail, unreachable
 from framework.present.progress import RunProgress
-from framework.records.trials import LaunchEndRow, LaunchRow, RequestRow, WorkloadRow
+from framework.core.trials import FORMAT, LaunchEndRow, LaunchRow, RequestRow, WorkloadRow
 from framework.run.context import RunContext
 from framework.run.writer import TrialsWriter, now_iso
 
@@ -26,7 +26,9 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
     cond = planned.condition
     workload = design_mod.workload_for(h, ctx.experiment, cond)
     launch_id = f"{planned.launch_id}-a{attempt}"
-    common = {"launch_id": launch_id, "condition": cond.index, "levels": cond.levels}
+    common = {"format": FORMAT, "launch_id": launch_id, "condition": cond.index, "levels": cond.levels}
+    planned_fields = {**common, "replicate": planned.replicate, "block": planned.block, "attempt": attempt,
+                      "seed": planned.seed}  # what every launch row of this launch says of its plan
     started = now_iso()
     server: ServerProcess | None = None
     row = ctx.backend.table
@@ -35,9 +37,9 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
         problem = unreachable(base_url, min(ctx.backend.ready_timeout_s, ENDPOINT_PROBE_S))
         if problem:  # no answer at all: no evidence about the server (framework.core.evidence)
             writer.write(LaunchRow(
-                **common, replicate=planned.replicate, block=planned.block, attempt=attempt, seed=planned.seed,
+                **planned_fields,
                 ok=False, reachable=False, error=problem, started=started, finished=now_iso(),
-            ).model_dump(mode="json"))
+            ).to_json())
             writer.sync()
             progress.launch_failed(cond, problem)
             return
@@ -56,11 +58,11 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
                                timed_out=exc.timed_out, summary=exc.message)
             release = server.wait_released(ctx.backend.settle_timeout_s)
             writer.write(LaunchRow(
-                **common, replicate=planned.replicate, block=planned.block, attempt=attempt, seed=planned.seed,
+                **planned_fields,
                 ok=False, exit_code=exc.exit_code, error=failure.message(), failure_class=failure.cls,
                 failure_line=failure.line, log_tail=exc.log_tail, argv=argv, started=started, finished=now_iso(),
                 release=release.as_dict(),
-            ).model_dump(mode="json"))
+            ).to_json())
             writer.sync()
             progress.launch_failed(cond, failure.message())
             return
@@ -68,16 +70,16 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
     try:
         info = client.server_info(base_url, ctx.backend.api_key, row.info_paths)
         writer.write(LaunchRow(
-            **common, replicate=planned.replicate, block=planned.block, attempt=attempt, seed=planned.seed,
+            **planned_fields,
             ok=True, startup_s=startup, argv=argv, server_info=info, started=started, finished=now_iso(),
-        ).model_dump(mode="json"))
+        ).to_json())
 
         def on_row(index: int, warmup: bool, row: dict[str, Any]) -> None:
             nonlocal lost_connection
             lost_connection |= row.get("error_class") == "connection"
             writer.write(RequestRow(
                 **common, trial_id=f"{launch_id}-q{index}", index=index, warmup=warmup, **row,
-            ).model_dump(mode="json"))
+            ).to_json())
             progress.request_done(warmup)
 
         resolved = client.run_workload(
@@ -85,7 +87,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
             time_scale=time_scale_of(ctx.backend, info), api_key=ctx.backend.api_key, on_row=on_row,
             protocol=ctx.backend.effective_protocol, base_dir=ctx.hypothesis_path.parent,
         )
-        writer.write(WorkloadRow(**common, **resolved).model_dump(mode="json"))
+        writer.write(WorkloadRow(**common, **resolved).to_json())
         health = resolved.get("client") or {}
         if health.get("bottleneck"):
             progress.note(f"warning: the client, not the server, may have been the bottleneck in {launch_id}: "
@@ -116,4 +118,4 @@ def end_launch(ctx: RunContext, server: ServerProcess, common: dict[str, Any], w
         failure_class=failure.cls if failure else None, failure_line=failure.line if failure else None,
         error=failure.message() if failure else None, release=release.as_dict(), server_metrics=counters,
         finished=now_iso(),
-    ).model_dump(mode="json"))
+    ).to_json())

@@ -9,6 +9,7 @@ from types import ModuleType
 from typing import Any
 
 from framework.core import design as design_mod
+from framework.core.trials import Trials
 from framework.execution import adapters
 from framework.execution.backends import backend_label, probe_values
 from framework.records import environment
@@ -25,7 +26,7 @@ from framework.stats.extension import extension, launches_of
 
 def server_info_of(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The first launch's own description of the server (`/get_server_info`)."""
-    return next((r.get("server_info") for r in rows if r["kind"] == "launch" and r.get("server_info")), None)
+    return next((r["server_info"] for r in Trials(rows).of_kind("launch") if r.get("server_info")), None)
 
 
 def timing(ctx: RunContext, rows: list[dict[str, Any]], adapter: ModuleType | None) -> dict[str, Any]:
@@ -41,7 +42,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
     """The verdict record (design notes, section 4): everything the verdict depends on, or its hash."""
     h, d, analysis = ctx.hypothesis, ctx.design, measured.analysis
     conds = design_mod.conditions(h)
-    info = next((r.get("server_info") for r in writer.rows if r["kind"] == "launch" and r.get("server_info")), None)
+    info = server_info_of(writer.rows)
     backend = backend_label(ctx.backend, info)
     env = environment.fingerprint()
     env.update(backend=backend, launcher=ctx.backend.name, server=_server_summary(info))
@@ -52,9 +53,9 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
         model_path=ctx.experiment.model_path,
         model_is_local=row.starts_server or Path(ctx.experiment.model_path).exists(), server_info=info))
     crashes: dict[int, set[str]] = {}
-    for r in writer.rows:
-        if r["kind"] == "launch_end" and r.get("error"):
-            crashes.setdefault(r["condition"], set()).add(r["error"])
+    for end in Trials(writer.rows).launch_ends:
+        if end.error:
+            crashes.setdefault(end.condition, set()).add(end.error)
     return VerdictRecord(
         hypothesis=HypothesisRef(
             name=h.name, sha256=sha256_file(ctx.hypothesis_path), statement=h.statement.strip(),
@@ -118,17 +119,13 @@ def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str,
 
 def _launches_per_condition(rows: list[dict[str, Any]]) -> dict[str, int]:
     out: dict[str, int] = {}
-    for r in rows:
-        if r["kind"] == "launch":
-            out[str(r["condition"])] = out.get(str(r["condition"]), 0) + 1
+    for r in Trials(rows).of_kind("launch"):
+        out[str(r["condition"])] = out.get(str(r["condition"]), 0) + 1
     return out
 
 def _attempts_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for r in rows:
-        if r["kind"] == "launch":
-            out[r["launch_id"]] = {"attempt": r.get("attempt", 1), "reused_from": r.get("reused_from")}
-    return out
+    return {r["launch_id"]: {"attempt": r.get("attempt", 1), "reused_from": r.get("reused_from")}
+            for r in Trials(rows).of_kind("launch")}
 
 def _server_summary(info: dict[str, Any] | None) -> dict[str, Any] | None:
     if not info:

@@ -11,6 +11,7 @@ from typing import Any, Iterable
 
 from omegaconf import OmegaConf
 
+from framework.core.trials import Trials
 from framework.errors import ConfigError
 from framework.records.trials import read_json_object, read_trials
 from framework.run.context import RunContext
@@ -53,18 +54,16 @@ def completed_launches(rows: Iterable[dict[str, Any]], requests_n: int) -> dict[
     The client's `workload` row is written when a launch's workload has ended; trials files from
     before it existed fall back to counting `requests_n` measured requests.
     """
-    by_launch: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_launch.setdefault(row["launch_id"], []).append(row)
+    trials = Trials(rows)
     done = {}
-    marked = any(r["kind"] == "workload" for group in by_launch.values() for r in group)
-    for launch_id, group in by_launch.items():
-        launch = [r for r in group if r["kind"] == "launch"]
-        if not launch:
+    marked = bool(trials.of_kind("workload"))
+    for launch_id, group in trials.by_launch().items():
+        launch = Trials(group)
+        if not launch.of_kind("launch"):
             continue
-        measured = [r for r in group if r["kind"] == "request" and not r["warmup"]]
-        ended = any(r["kind"] == "workload" for r in group) if marked else len(measured) >= requests_n
-        if not launch[-1]["ok"] or ended:
+        measured = [r for r in launch.of_kind("request") if not r["warmup"]]
+        ended = bool(launch.of_kind("workload")) if marked else len(measured) >= requests_n
+        if not launch.of_kind("launch")[-1]["ok"] or ended:
             done[launch_id] = group
     return done
 
@@ -82,10 +81,9 @@ def reuse(ctx: RunContext, writer: TrialsWriter) -> tuple[set[str], dict[str, in
     old = read_trials(ctx.resume / "trials.jsonl")
     same_file = (ctx.resume / "trials.jsonl").resolve() == writer.path.resolve()
     attempts: dict[str, int] = {}
-    for row in old:
-        if row["kind"] == "launch":
-            base, _, a = row["launch_id"].rpartition("-a")
-            attempts[base] = max(attempts.get(base, 0), int(a))
+    for row in Trials(old).of_kind("launch"):
+        base, _, a = row["launch_id"].rpartition("-a")
+        attempts[base] = max(attempts.get(base, 0), int(a))
     done = completed_launches(old, ctx.design.requests)
     reused: set[str] = set()
     if same_file:  # resuming into the run's own directory: its rows are already in the file, keep them as they are
