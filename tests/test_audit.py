@@ -20,7 +20,11 @@ NO_FUSION_GAIN = {("off", "baseline"): 92.6, ("on", "baseline"): 92.7, ("off", "
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> None:
     """Recompute with the same stand-in analysis the fixtures were built with (stats-independent)."""
-    monkeypatch.setattr(framework.analysis.verdicts, "analyze", fake_analyze)
+    import dataclasses
+
+    from framework.analysis import rules
+
+    monkeypatch.setitem(rules.RULES, 1, dataclasses.replace(rules.RULES[1], analyze=fake_analyze))
 
 
 @pytest.fixture
@@ -189,14 +193,14 @@ def test_sequential_settings_from_the_runner_record() -> None:
     assert audit.sequential_settings(settings) == {"look": 3, "max_looks": 5, "alpha": 0.05, "method": "welch"}
     assert audit.sequential_settings({"alpha": 0.05, "stopping": {"sequential": False, "looks": []}}) is None
 
-    seen = {}
+    # the settings recompute passes to a version's sequential look are the ones that look takes: a renamed
+    # parameter would otherwise be dropped silently and the recompute would run under a default
+    import inspect
 
-    def sequential_look(h, rows, *, look, max_looks, alpha, method):
-        seen.update(look=look, max_looks=max_looks, alpha=alpha, method=method)
-        return "analysis-ish", True, "stop"
+    from framework.analysis import rules
 
-    audit._call_sequential(sequential_look, None, [], audit.sequential_settings(settings))
-    assert seen == {"look": 3, "max_looks": 5, "alpha": 0.05, "method": "welch"}
+    v1 = rules.RULES[1]
+    assert list(inspect.signature(v1.sequential_look).parameters)[2:] == list(v1.look_settings)
 
 
 def test_real_analysis_recomputes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,6 +26,8 @@ class Rules:
     analyze: Callable[..., Any]
     sequential_look: Callable[..., Any]
     summary: str  # what this version is, in one line (CHANGELOG.md has the reasons)
+    # the recorded settings its sequential look takes (a record may hold more; they are not passed)
+    look_settings: tuple[str, ...] = ("look", "max_looks", "alpha", "method", "spending", "seed", "valid_p")
 
 
 RULES: dict[int, Rules] = {

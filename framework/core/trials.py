@@ -169,7 +169,8 @@ class Trials:
     """A run's rows read back by kind, condition and launch.
 
     The rows stay the dicts that were written (the analysis reads them as such, so a recomputed verdict
-    depends on nothing but the file); the typed accessors parse a kind into its model on demand.
+    depends on nothing but the file, and rows of any format read alike); the typed accessors parse a kind
+    into its model on demand, for rows this code wrote.
     """
 
     def __init__(self, rows: Iterable[dict[str, Any]]) -> None:

@@ -11,7 +11,6 @@ verdict moved as its environment changed.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 from dataclasses import dataclass, field
@@ -207,8 +206,7 @@ def recompute(record: dict[str, Any], rows: list[dict[str, Any]], version: int |
     settings = record.get("analysis") or {}
     pool = sequential_settings(settings)
     if pool is not None:  # only the settings the look takes: older records may hold more
-        params = list(inspect.signature(rules.sequential_look).parameters)[2:]
-        return _as_analysis(rules.sequential_look(h, rows, **{k: pool[k] for k in params if k in pool}))
+        return _as_analysis(rules.sequential_look(h, rows, **{k: pool[k] for k in rules.look_settings if k in pool}))
     seed = recorded_seed(settings)
     return rules.analyze(h, rows, alpha=settings.get("alpha"), method=settings.get("method"),
                          **({"seed": seed} if seed is not None else {}))

@@ -46,14 +46,14 @@ def workload_records(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def client_bottlenecks(rows: list[dict[str, Any]]) -> list[str]:
     """Launches whose client reported that it could not keep up (framework.execution.client.client_health)."""
-    return [w.launch_id for w in Trials(rows).workloads if w.client.get("bottleneck")]
+    return [w["launch_id"] for w in Trials(rows).of_kind("workload") if (w.get("client") or {}).get("bottleneck")]
 
 
 def late_client_reason(rows: list[dict[str, Any]]) -> str:
     """Why the first client that could not keep up says it could not (empty when none)."""
-    for w in Trials(rows).workloads:
-        if w.client.get("bottleneck"):
-            return "; ".join(w.client.get("reasons") or [])
+    for w in Trials(rows).of_kind("workload"):
+        if (w.get("client") or {}).get("bottleneck"):
+            return "; ".join(w["client"].get("reasons") or [])
     return ""
 
 

@@ -53,9 +53,9 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
         model_path=ctx.experiment.model_path,
         model_is_local=row.starts_server or Path(ctx.experiment.model_path).exists(), server_info=info))
     crashes: dict[int, set[str]] = {}
-    for end in Trials(writer.rows).launch_ends:
-        if end.error:
-            crashes.setdefault(end.condition, set()).add(end.error)
+    for end in Trials(writer.rows).of_kind("launch_end"):  # rows as written: a resumed run's may be older
+        if end.get("error"):
+            crashes.setdefault(end["condition"], set()).add(end["error"])
     return VerdictRecord(
         hypothesis=HypothesisRef(
             name=h.name, sha256=sha256_file(ctx.hypothesis_path), statement=h.statement.strip(),

@@ -1,0 +1,41 @@
+"""Verdicts written before the redesign (fixtures at 08a34bb) recompute *exactly* under today's code.
+
+`audit` compares with a relative tolerance of 1e-9; this test asks for bit-identical verdicts,
+estimates, intervals, p-values and condition means, against the figures the old code recomputed
+(tests/fixtures/pre_redesign/expected.json, written by that code).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from framework.analysis.rules import version_of
+from framework.records import audit, ledger
+from framework.records.trials import read_trials
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pre_redesign"
+EXPECTED = json.loads((FIXTURES / "expected.json").read_text())
+CASES = [(name, v) for name, entry in EXPECTED["ledgers"].items() for v in entry["verdicts"]]
+
+
+@pytest.mark.parametrize(("ledger_name", "expected"), CASES, ids=[f"{n}:{v['line']}" for n, v in CASES])
+def test_old_verdicts_recompute_bit_for_bit(ledger_name: str, expected: dict) -> None:
+    records = {n: rec for n, _, rec in ledger.lines(FIXTURES / ledger_name)}
+    rec = records[expected["line"]]
+    assert version_of(rec) == 1  # written before versions: audited under version 1
+    rows = read_trials(FIXTURES / expected["trials"])
+    got = audit.recompute(rec, rows).model_dump(mode="json")
+    assert got["verdict"] == expected["verdict"]
+    by_id = {p["id"]: p for p in got["predictions"]}
+    for p in expected["predictions"]:
+        r = by_id[p["id"]]
+        assert (r["verdict"], r["estimate"], r["ci"], r["p_value"]) == (p["verdict"], p["estimate"], p["ci"],
+                                                                        p["p_value"]), p["id"]
+    means = {json.dumps(c["levels"], sort_keys=True): c for c in got["conditions"]}
+    for c in expected["conditions"]:
+        r = means[json.dumps(c["levels"], sort_keys=True)]
+        assert r["launches"]["ok"] == c["launches"]["ok"] and r["launches"]["failed"] == c["launches"]["failed"]
+        assert r["metric"].get("mean") == c["metric_mean"]
