@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 import requests
 
-from framework.records.ledger import sha256_file
+from framework.core.hashing import sha256_file
 from framework.core.workload import (
     ENDPOINT_PATHS, PROMPT_TOKEN_RANGE, DatasetRow, Endpoint, Plan, PlannedRequest, Workload, endpoint_of,
     make_plan, parse_dataset,
