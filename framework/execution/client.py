@@ -136,7 +136,6 @@ class _Stream:
         self.seen = 0
         self.finished = False
         self.usage: dict[str, Any] | None = None
-        self.content_chunks = 0
         # the simulator's own clock, per token-carrying event: (sim_model_t, tokens); None once an event lacks it
         self.model_events: list[tuple[float, int]] | None = []
 
@@ -173,7 +172,6 @@ class _Stream:
         if choice.get("finish_reason"):
             self.finished = True
         if text:
-            self.content_chunks += 1
             self._stamp(payload.get("sim_model_t"), 1)
             return 1
         return 0
