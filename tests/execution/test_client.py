@@ -50,11 +50,12 @@ import asyncio  # noqa: E402
 import aiohttp  # noqa: E402
 
 from framework.execution.client import generate_body, measure_request  # noqa: E402
+from framework.execution.client.result import RequestResult  # noqa: E402
 from framework.core.spec import Workload  # noqa: E402
 
 
-def _measure(url: str, body: dict, timeout: float) -> dict:
-    async def go() -> dict:
+def _measure(url: str, body: dict, timeout: float) -> RequestResult:
+    async def go() -> RequestResult:
         async with aiohttp.ClientSession() as session:
             return await measure_request(session, url, body, timeout)
 
@@ -109,8 +110,8 @@ def test_failures_become_failed_rows_with_a_reason(mode, timeout, fragment):
         row = _measure(url, generate_body([1, 2, 3], Workload()), timeout)
     finally:
         server.shutdown()
-    assert row["ok"] is False
-    assert fragment.lower() in row["error"].lower(), row["error"]
+    assert row.ok is False
+    assert fragment.lower() in row.error.lower(), row.error
 
 
 def test_sse_comments_such_as_keep_alive_pings_are_not_events():

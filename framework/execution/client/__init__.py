@@ -9,6 +9,7 @@ One concept per module:
 
 - `stream`: server-sent events into token counts, chunk times into the request's figures (pure);
 - `request`: one request's body, and sending it with every event timed;
+- `result`: RequestResult, what one request measured, and its one conversion to the trials row;
 - `loops`: the closed and open loops on one event loop, and the client's own timing health;
 - `server`: what the server says about itself (info, served model, Prometheus counters);
 - `plan`: the launch's plan, with the workload's dataset read from disk.

@@ -4,6 +4,8 @@ One event loop drives every stream (aiohttp, one shared connection pool without 
 with a blocking client could not keep 256 streams timed on 2 cores (benchmarks/client_fidelity.py
 measures both against the simulator's ground truth; docs/results/client_fidelity.md). The pool is
 filled before the clock starts (`_open_connections`), so no measured send pays for a TCP connect.
+Each request's RequestResult is completed with the plan's side (phase, planned lengths, schedule)
+and handed to `on_row` as its row (`RequestResult.to_row`) the moment the request ends.
 
 The client times itself too: an open loop's lateness (scheduled against actual send, wall
 seconds) and the event loop's lag (how long a ready callback waits to run), so a run can say when
@@ -16,6 +18,7 @@ import asyncio
 import json
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,6 +27,7 @@ import numpy as np
 from framework.core.workload import Endpoint, Plan, PlannedRequest, Workload, endpoint_of
 from framework.execution.client.plan import resolve_plan
 from framework.execution.client.request import measure_request, request_body
+from framework.execution.client.result import RequestResult
 from framework.execution.client.server import served_model
 from framework.execution.client.stream import token_times
 
@@ -127,22 +131,21 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
     encoded = {req.index: json.dumps(request_body(endpoint, req.prompt, req.output_tokens, workload, model),
                                      separators=(",", ":")).encode() for req in plan.requests}
 
-    async def one(session: aiohttp.ClientSession, req: PlannedRequest, extra: dict[str, Any],
-                  more: bool = False) -> dict[str, Any]:
+    async def one(session: aiohttp.ClientSession, req: PlannedRequest, more: bool = False,
+                  scheduled_s: float | None = None, send_lateness_wall_s: float | None = None) -> None:
         hdrs = {**(headers or {}), CLOSED_LOOP_HEADER: "next"} if more else headers
-        row = await measure_request(session, base_url, encoded.pop(req.index), workload.request_timeout_s,
-                                    time_scale, hdrs, endpoint, t_origin)
-        if not row["prompt_tokens"]:
-            row["prompt_tokens"] = req.prompt_tokens
-        row.update(extra, phase=req.phase, planned_prompt_tokens=req.prompt_tokens,
-                   planned_output_tokens=req.output_tokens)
-        _model_start(row, origin)
-        if req.dataset_row is not None:
-            row["dataset_row"] = req.dataset_row
+        measured = await measure_request(session, base_url, encoded.pop(req.index), workload.request_timeout_s,
+                                         time_scale, hdrs, endpoint, t_origin)
+        result = replace(
+            measured, prompt_tokens=measured.prompt_tokens or req.prompt_tokens,
+            scheduled_s=scheduled_s, send_lateness_wall_s=send_lateness_wall_s, phase=req.phase,
+            planned_prompt_tokens=req.prompt_tokens, planned_output_tokens=req.output_tokens,
+            model_start_s=_model_start(measured, origin), dataset_row=req.dataset_row,
+        )
+        row = result.to_row()
         if req.phase == "measured":
             rows.append(row)
         on_row(req.index, req.phase != "measured", row)
-        return row
 
     async with aiohttp.ClientSession(connector=connector) as session:
         await _open_connections(session, base_url, headers, min(len(plan.requests), plan.concurrency or 16, 256))
@@ -155,15 +158,15 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
     return client_health(lateness, lag.samples, rows)
 
 
-def _model_start(row: dict[str, Any], origin: dict[str, float]) -> None:
+def _model_start(result: RequestResult, origin: dict[str, float]) -> float | None:
     """On the sim's model clock, the send time (``model_start_s``) is the request's arrival on the engine's
     clock, from one origin per launch (aligned with ``start_s`` at the first row), so windows and
-    throughputs use one clock with the figures."""
-    arrival = row.get("sim_arrival_model_s")
-    if row.get("clock") != "sim_model" or arrival is None or row.get("start_s") is None:
-        return
-    origin.setdefault("t", float(arrival) - float(row["start_s"]))
-    row["model_start_s"] = round(float(arrival) - origin["t"], 7)
+    throughputs use one clock with the figures. None on the wall clock."""
+    arrival = result.sim_arrival_model_s
+    if result.clock != "sim_model" or arrival is None or result.start_s is None:
+        return None
+    origin.setdefault("t", float(arrival) - float(result.start_s))
+    return round(float(arrival) - origin["t"], 7)
 
 
 async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
@@ -183,7 +186,7 @@ async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
                 return
             taken += 1
             # another request follows this stream's the moment it ends while the plan has any left
-            await one(session, req, {}, more=taken < len(plan.requests))
+            await one(session, req, more=taken < len(plan.requests))
             if req.phase == "measured":
                 measured_left -= 1
                 if measured_left == 0:
@@ -209,8 +212,8 @@ async def _open_loop(plan: Plan, session: Any, one: Callable, time_scale: float,
         late = ready - scheduled
         lateness.append(max(0.0, late))
         try:
-            await one(session, req, {"scheduled_s": round((scheduled - t_origin) * time_scale, 7),
-                                     "send_lateness_wall_s": round(late, 7)})
+            await one(session, req, scheduled_s=round((scheduled - t_origin) * time_scale, 7),
+                      send_lateness_wall_s=round(late, 7))
         finally:
             if limit is not None:
                 limit.release()

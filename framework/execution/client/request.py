@@ -1,7 +1,8 @@
 """One streaming request: its JSON body, and sending it with every event timed (aiohttp).
 
-Errors and streams cut mid-way become failed rows with a reason (`error_class`: http_error,
-timeout, stream_cut, malformed_stream, connection or cancelled); nothing is dropped silently.
+The measurement is a RequestResult (framework.execution.client.result). Errors and streams cut
+mid-way become failed results with a reason (`error_class`: http_error, timeout, stream_cut,
+malformed_stream, connection or cancelled); nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from framework.core.workload import ENDPOINT_PATHS, PROMPT_TOKEN_RANGE, Endpoint, Workload
+from framework.execution.client.result import ErrorClass, RequestResult
 from framework.execution.client.stream import StreamParser, clock_figures, sse_data
 
 
@@ -58,7 +60,7 @@ class _Malformed(Exception):
 
 async def measure_request(session: Any, base_url: str, body: dict[str, Any] | bytes, timeout_s: float,
                           time_scale: float = 1.0, headers: dict[str, str] | None = None,
-                          endpoint: Endpoint = "generate", t_origin: float | None = None) -> dict[str, Any]:
+                          endpoint: Endpoint = "generate", t_origin: float | None = None) -> RequestResult:
     """Send one streaming request and time every event; never raises for server-side trouble.
 
     `session` is an aiohttp ClientSession; `body` a JSON body, or its bytes (encoded before the clock
@@ -77,7 +79,7 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
     prompt = body.get("input_ids") or body.get("prompt") or body.get("text") or ""
     t0 = time.perf_counter()
     error: str | None = None
-    error_class: str | None = None
+    error_class: ErrorClass | None = None
     try:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout_s)
         async with session.post(base_url + ENDPOINT_PATHS[endpoint], data=payload, headers=send_headers,
@@ -133,23 +135,21 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
     if parser.usage and parser.usage.get("completion_tokens") is not None:
         completion, source = int(parser.usage["completion_tokens"]), "usage"
     prompt_tokens = meta.get("prompt_tokens") or (parser.usage or {}).get("prompt_tokens")
-    row: dict[str, Any] = {
-        "ok": error is None,
-        "error": error,
-        "error_class": error_class,  # http_error, timeout, stream_cut, malformed_stream, connection or cancelled
-        "endpoint": endpoint,
-        "prompt_tokens": int(prompt_tokens if prompt_tokens is not None else
-                             (len(prompt) if isinstance(prompt, list) else 0)),
-        "token_count_source": source,
-        "chunk_times_s": [round(t, 7) for t in times],
-        "chunk_tokens": tokens,
-        "time_scale": time_scale,
-        "sent_at": sent_at,
-        "start_s": None if t_origin is None else round((t0 - t_origin) * time_scale, 7),
-        "server_request_id": meta.get("id"),
-        "sim_max_lag_s": meta.get("sim_max_lag_s"),
-        "sim_first_lag_s": meta.get("sim_first_lag_s"),
-        "sim_last_lag_s": meta.get("sim_last_lag_s"),
-    }
-    row.update(clock_figures(times, tokens, e2e, time_scale, meta, completion, parser))
-    return row
+    return RequestResult(
+        error=error,
+        error_class=error_class,
+        endpoint=endpoint,
+        prompt_tokens=int(prompt_tokens if prompt_tokens is not None else
+                          (len(prompt) if isinstance(prompt, list) else 0)),
+        token_count_source=source,
+        chunk_times_s=[round(t, 7) for t in times],
+        chunk_tokens=tokens,
+        time_scale=time_scale,
+        sent_at=sent_at,
+        start_s=None if t_origin is None else round((t0 - t_origin) * time_scale, 7),
+        server_request_id=meta.get("id"),
+        sim_max_lag_s=meta.get("sim_max_lag_s"),
+        sim_first_lag_s=meta.get("sim_first_lag_s"),
+        sim_last_lag_s=meta.get("sim_last_lag_s"),
+        **clock_figures(times, tokens, e2e, time_scale, meta, completion, parser),
+    )
