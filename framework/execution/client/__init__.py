@@ -19,7 +19,12 @@ This package re-exports the names its callers use, so they import from `framewor
 
 from framework.execution.client.loops import client_health, run_workload
 from framework.execution.client.plan import resolve_plan
-from framework.execution.client.request import generate_body, measure_request, prompt_ids, request_body
+from framework.execution.client.request import (
+    generate_body,
+    measure_request,
+    prompt_ids,
+    request_body,
+)
 from framework.execution.client.server import server_info, server_metrics
 from framework.execution.client.stream import sse_data, summarize_stream, token_times
 

@@ -24,7 +24,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from framework.core.workload import Endpoint, Plan, PlannedRequest, Workload, endpoint_of
+from framework.core.workload import (
+    Endpoint,
+    Plan,
+    PlannedRequest,
+    Workload,
+    endpoint_of,
+)
 from framework.execution.client.plan import resolve_plan
 from framework.execution.client.request import measure_request, request_body
 from framework.execution.client.result import RequestResult

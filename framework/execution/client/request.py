@@ -15,7 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from framework.core.workload import ENDPOINT_PATHS, PROMPT_TOKEN_RANGE, Endpoint, Workload
+from framework.core.workload import (
+    ENDPOINT_PATHS,
+    PROMPT_TOKEN_RANGE,
+    Endpoint,
+    Workload,
+)
 from framework.execution.client.result import ErrorClass, RequestResult
 from framework.execution.client.stream import StreamParser, clock_figures, sse_data
 
