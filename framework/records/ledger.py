@@ -40,6 +40,8 @@ from typing import Any, Iterator
 from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
+from framework.core.hashing import sha256_file as sha256_file  # re-exported: its callers import it from here
+
 DEFAULT_LEDGER = "verdicts.jsonl"
 GENESIS = "0" * 64
 
@@ -105,14 +107,6 @@ def seal(record: dict[str, Any] | BaseModel, prev_hash: str) -> dict[str, Any]:
     out["prev_hash"] = prev_hash
     out["hash"] = record_hash(out)
     return out
-
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------- locking

@@ -2,7 +2,8 @@
 
 import pytest
 
-from framework.execution.client import prompt_ids, summarize_stream
+from framework.execution.client.request import prompt_ids
+from framework.execution.client.stream import summarize_stream
 
 
 def test_decode_rate_counts_tokens_after_the_first_chunk():
@@ -40,21 +41,21 @@ def test_prompts_are_reproducible_and_distinct():
 
 # ------------------------------------------------------------------ failures over real HTTP
 
+import asyncio  # noqa: E402
 import http.server  # noqa: E402
 import json  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
-import asyncio  # noqa: E402
-
 import aiohttp  # noqa: E402
 
-from framework.execution.client import generate_body, measure_request  # noqa: E402
 from framework.core.spec import Workload  # noqa: E402
+from framework.execution.client.request import generate_body, measure_request  # noqa: E402
+from framework.execution.client.result import RequestResult  # noqa: E402
 
 
-def _measure(url: str, body: dict, timeout: float) -> dict:
-    async def go() -> dict:
+def _measure(url: str, body: dict, timeout: float) -> RequestResult:
+    async def go() -> RequestResult:
         async with aiohttp.ClientSession() as session:
             return await measure_request(session, url, body, timeout)
 
@@ -109,12 +110,12 @@ def test_failures_become_failed_rows_with_a_reason(mode, timeout, fragment):
         row = _measure(url, generate_body([1, 2, 3], Workload()), timeout)
     finally:
         server.shutdown()
-    assert row["ok"] is False
-    assert fragment.lower() in row["error"].lower(), row["error"]
+    assert row.ok is False
+    assert fragment.lower() in row.error.lower(), row.error
 
 
 def test_sse_comments_such_as_keep_alive_pings_are_not_events():
-    from framework.execution.client import sse_data
+    from framework.execution.client.stream import sse_data
 
     assert sse_data(b": ping - 2026-11-30 12:02:58.123456+00:00") == b""
     assert sse_data(b'data: {"a": 1}') == b'{"a": 1}'

@@ -1,0 +1,283 @@
+"""Executing a plan: the closed and the open loop on one asyncio event loop, and the client's own timing.
+
+One event loop drives every stream (aiohttp, one shared connection pool without a cap): threads
+with a blocking client could not keep 256 streams timed on 2 cores (benchmarks/client_fidelity.py
+measures both against the simulator's ground truth; docs/results/client_fidelity.md). The pool is
+filled before the clock starts (`_open_connections`), so no measured send pays for a TCP connect.
+Each request's RequestResult is completed with the plan's side (phase, planned lengths, schedule)
+and handed to `on_row` as its row (`RequestResult.to_row`) the moment the request ends.
+
+The client times itself too: an open loop's lateness (scheduled against actual send, wall
+seconds) and the event loop's lag (how long a ready callback waits to run), so a run can say when
+the client, not the server, was the bottleneck (`client_health`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from framework.core.workload import (
+    Endpoint,
+    Plan,
+    PlannedRequest,
+    Workload,
+    endpoint_of,
+)
+from framework.execution.client.plan import resolve_plan
+from framework.execution.client.request import measure_request, request_body
+from framework.execution.client.result import RequestResult
+from framework.execution.client.server import served_model
+from framework.execution.client.stream import token_times
+
+LOOP_LAG_PERIOD_S = 0.01
+# The sim's extension (other servers ignore it): "next" = this closed-loop stream sends another request
+# the moment this one ends, so the simulated clock waits for it instead of counting the client's wall time.
+CLOSED_LOOP_HEADER = "X-Sim-Closed-Loop"
+SPIN_BEFORE_SEND_S = 0.0012  # the event loop's timers round up to 1 ms: the last stretch before a send yields
+CLIENT_LATE_WARN_S = 0.001  # median open-loop send lateness above this: the client could not keep the schedule
+LOOP_LAG_WARN_SHARE = 0.01  # median loop lag above this share of the median request's first-to-last-token span
+
+
+# --------------------------------------------------------------------------- the client's own timing
+
+
+def _settle(done: asyncio.Future, t: float) -> None:
+    if not done.done():
+        done.set_result(time.perf_counter() - t)
+
+
+class _LoopLag:
+    """How long a callback made ready waits before the loop runs it, sampled every 10 ms."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self._task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(LOOP_LAG_PERIOD_S)
+            done = loop.create_future()
+            loop.call_soon(_settle, done, time.perf_counter())
+            self.samples.append(await done)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():  # our own cancellation (an interrupt): pass it on
+                    raise
+
+
+def _quantiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"n": 0, "p50": None, "p90": None, "p99": None, "max": None}
+    p50, p90, p99 = np.percentile(values, [50, 90, 99])
+    return {"n": len(values), "p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(np.max(values))}
+
+
+def client_health(lateness: list[float], loop_lag: list[float], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The client's own timing: send lateness, loop lag, and whether it was the bottleneck (pure).
+
+    The loop's lag can move a wall-clock figure by itself at most, so it counts against the span a
+    TPOT is measured over; rows whose figures come from the server's own clock (the sim's model
+    clock, `clock: sim_model`) do not depend on the client's reads, only on its sends.
+    """
+    gaps, spans = [], []
+    for r in rows:
+        if r.get("clock") == "sim_model":
+            continue
+        t = token_times(r.get("chunk_times_s") or [], r.get("chunk_tokens") or [])
+        gaps += [b - a for a, b in zip(t, t[1:], strict=False)]
+        if len(t) >= 2:
+            spans.append(t[-1] - t[0])
+    median_gap = statistics.median(gaps) if gaps else None
+    median_span = statistics.median(spans) if spans else None
+    late, lag = _quantiles(lateness), _quantiles(loop_lag)
+    reasons = []
+    if late["p50"] is not None and late["p50"] > CLIENT_LATE_WARN_S:
+        reasons.append(f"median send lateness {late['p50'] * 1e3:.2f} ms > {CLIENT_LATE_WARN_S * 1e3:g} ms")
+    if lag["p50"] is not None and median_span and lag["p50"] > LOOP_LAG_WARN_SHARE * median_span:
+        reasons.append(f"median event-loop lag {lag['p50'] * 1e3:.3f} ms > {LOOP_LAG_WARN_SHARE:.0%} of the median "
+                       f"first-to-last-token span ({median_span * 1e3:.1f} ms)")
+    return {"send_lateness_wall_s": late, "loop_lag_wall_s": lag, "median_chunk_gap_wall_s": median_gap,
+            "median_span_wall_s": median_span, "bottleneck": bool(reasons), "reasons": reasons}
+
+
+# --------------------------------------------------------------------------- executing a plan
+
+
+async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endpoint, model: str | None,
+                   time_scale: float, headers: dict[str, str] | None,
+                   on_row: Callable[[int, bool, dict[str, Any]], None]) -> dict[str, Any]:
+    import aiohttp
+
+    lag = _LoopLag()
+    lag.start()
+    lateness: list[float] = []
+    rows: list[dict[str, Any]] = []
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    t_origin = time.perf_counter()
+    origin: dict[str, float] = {}  # the sim's model clock at this launch's start (set by the first row)
+
+    encoded = {req.index: json.dumps(request_body(endpoint, req.prompt, req.output_tokens, workload, model),
+                                     separators=(",", ":")).encode() for req in plan.requests}
+
+    async def one(session: aiohttp.ClientSession, req: PlannedRequest, more: bool = False,
+                  scheduled_s: float | None = None, send_lateness_wall_s: float | None = None) -> None:
+        hdrs = {**(headers or {}), CLOSED_LOOP_HEADER: "next"} if more else headers
+        measured = await measure_request(session, base_url, encoded.pop(req.index), workload.request_timeout_s,
+                                         time_scale, hdrs, endpoint, t_origin)
+        result = replace(
+            measured, prompt_tokens=measured.prompt_tokens or req.prompt_tokens,
+            scheduled_s=scheduled_s, send_lateness_wall_s=send_lateness_wall_s, phase=req.phase,
+            planned_prompt_tokens=req.prompt_tokens, planned_output_tokens=req.output_tokens,
+            model_start_s=_model_start(measured, origin), dataset_row=req.dataset_row,
+        )
+        row = result.to_row()
+        if req.phase == "measured":
+            rows.append(row)
+        on_row(req.index, req.phase != "measured", row)
+
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await _open_connections(session, base_url, headers, min(len(plan.requests), plan.concurrency or 16, 256))
+        t_origin = time.perf_counter()
+        if plan.mode == "closed":
+            await _closed_loop(plan, session, one)
+        else:
+            await _open_loop(plan, session, one, time_scale, t_origin, lateness)
+    await lag.stop()
+    return client_health(lateness, lag.samples, rows)
+
+
+def _model_start(result: RequestResult, origin: dict[str, float]) -> float | None:
+    """On the sim's model clock, the send time (``model_start_s``) is the request's arrival on the engine's
+    clock, from one origin per launch (aligned with ``start_s`` at the first row), so windows and
+    throughputs use one clock with the figures. None on the wall clock."""
+    arrival = result.sim_arrival_model_s
+    if result.clock != "sim_model" or arrival is None or result.start_s is None:
+        return None
+    origin.setdefault("t", float(arrival) - float(result.start_s))
+    return round(float(arrival) - origin["t"], 7)
+
+
+async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
+    """`concurrency` streams; each sends its next request when the last ends, until every measured one has ended."""
+    pending = iter(plan.requests)
+    taken = 0
+    measured_left = plan.measured
+    window_over = asyncio.Event()
+    if measured_left == 0:
+        window_over.set()
+
+    async def stream() -> None:
+        nonlocal measured_left
+        nonlocal taken
+        for req in pending:
+            if req.phase == "cooldown" and window_over.is_set():
+                return
+            taken += 1
+            # another request follows this stream's the moment it ends while the plan has any left
+            await one(session, req, more=taken < len(plan.requests))
+            if req.phase == "measured":
+                measured_left -= 1
+                if measured_left == 0:
+                    window_over.set()
+
+    tasks = [asyncio.ensure_future(stream()) for _ in range(plan.concurrency or 1)]
+    waiter = asyncio.ensure_future(window_over.wait())
+    await asyncio.wait([waiter, asyncio.gather(*tasks, return_exceptions=True)], return_when=asyncio.FIRST_COMPLETED)
+    for t in tasks:  # the measured window is over: cancel the cool-down requests still in flight
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    waiter.cancel()
+
+
+async def _open_loop(plan: Plan, session: Any, one: Callable, time_scale: float, t_origin: float,
+                     lateness: list[float]) -> None:
+    """Send each request at its scheduled time (model seconds / time_scale after the start)."""
+    limit = asyncio.Semaphore(plan.concurrency) if plan.concurrency else None
+    tasks = []
+
+    async def send(req: PlannedRequest, scheduled: float) -> None:
+        ready = time.perf_counter()
+        late = ready - scheduled
+        lateness.append(max(0.0, late))
+        try:
+            await one(session, req, scheduled_s=round((scheduled - t_origin) * time_scale, 7),
+                      send_lateness_wall_s=round(late, 7))
+        finally:
+            if limit is not None:
+                limit.release()
+
+    for req in plan.requests:
+        target = t_origin + (req.send_at_s or 0.0) / time_scale
+        delay = target - time.perf_counter()
+        if delay > SPIN_BEFORE_SEND_S:
+            await asyncio.sleep(delay - SPIN_BEFORE_SEND_S)
+        while time.perf_counter() < target:
+            await asyncio.sleep(0)
+        if limit is not None:
+            await limit.acquire()
+            target = max(target, time.perf_counter())  # waiting for a free slot is the design's, not lateness
+        tasks.append(asyncio.ensure_future(send(req, target)))
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _open_connections(session: Any, base_url: str, headers: dict[str, str] | None, n: int) -> None:
+    """Fill the keep-alive pool before the clock starts, so no measured send pays for a TCP connect."""
+    async def ping() -> None:
+        try:
+            async with session.get(base_url + "/health", headers=headers) as resp:
+                await resp.read()
+        except Exception:  # the pool is an optimisation; the workload reports real failures
+            pass
+
+    await asyncio.gather(*(ping() for _ in range(max(1, n))))
+
+
+def run_workload(
+    base_url: str,
+    workload: Workload,
+    *,
+    requests_n: int,
+    warmup: int,
+    seed: int,
+    time_scale: float = 1.0,
+    api_key: str | None = None,
+    on_row: Callable[[int, bool, dict[str, Any]], None],
+    protocol: str = "sglang",
+    endpoint: Endpoint | None = None,
+    model: str | None = None,
+    base_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Execute the launch's workload plan against a running server; returns what the record keeps.
+
+    `protocol` is the backend's (`sglang`: `/generate` unless the workload names an endpoint;
+    `openai`: `/v1/completions`); `endpoint` overrides both. `model` is the OpenAI `model` field
+    (default: the first id the server lists). `on_row(index, unanalysed, row)` is called the
+    moment a request ends (warm-up and cool-down rows have `unanalysed` true and their `phase`);
+    the caller writes it at once. Returns the resolved workload (seed, schedule hash, dataset
+    sha256 and rows) and the client's own timing health.
+    """
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    ep: Endpoint = endpoint or endpoint_of(workload, protocol)
+    if ep != "generate" and model is None:
+        model = served_model(base_url, headers)
+    plan = resolve_plan(workload, requests_n=requests_n, warmup=warmup, seed=seed, base_dir=base_dir)
+    health = asyncio.run(_execute(plan, base_url, workload, ep, model, time_scale, headers, on_row))
+    return {**plan.resolved, "endpoint": ep, "model": model, "client": health}

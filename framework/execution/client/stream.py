@@ -1,0 +1,139 @@
+"""Reading a streamed response: server-sent events into token counts, and chunk times into the request's figures.
+
+- `generate` (SGLang's native `POST /generate`): token counts from the cumulative
+  `meta_info.completion_tokens` of every event;
+- `completions` / `chat` (OpenAI, `stream: true` with `stream_options.include_usage`): every chunk
+  with non-empty content is a token arrival (the first one is the TTFT), the total comes from the
+  final `usage` (else the number of content chunks, and the row says so).
+
+Every chunk's arrival time and token count is kept, so the derived figures can be recomputed from
+the raw data (framework.core.metrics). Durations are multiplied by `time_scale` (the simulator's
+speed-up, 1 for real servers) so every figure is on the model's clock. Everything here is pure.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from framework.core.workload import Endpoint
+
+
+def sse_data(event: bytes) -> bytes:
+    """The data of one server-sent event; b"" for a comment-only event.
+
+    Lines starting with ":" are SSE comments (sse-starlette's keep-alive `: ping - <time>`, which
+    llama-cpp-python's server sends every 15 s of a stream), and `event:`, `id:` and `retry:`
+    lines carry no data; none of them is a token.
+    """
+    lines = [ln for ln in event.strip().splitlines() if not ln.startswith((b":", b"event:", b"id:", b"retry:"))]
+    return b"\n".join(ln.removeprefix(b"data:").strip() for ln in lines)
+
+
+class StreamParser:
+    """Per-endpoint parsing of SSE events into (token count) and the final metadata."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.meta: dict[str, Any] = {}
+        self.seen = 0
+        self.finished = False
+        self.usage: dict[str, Any] | None = None
+        # the simulator's own clock, per token-carrying event: (sim_model_t, tokens); None once an event lacks it
+        self.model_events: list[tuple[float, int]] | None = []
+
+    def _stamp(self, model_t: Any, tokens: int) -> None:
+        if self.model_events is None or not tokens:
+            return
+        if model_t is None:
+            self.model_events = None
+        else:
+            self.model_events.append((float(model_t), tokens))
+
+    def event(self, data: bytes) -> int:
+        """Tokens carried by one event's payload (0 for role-only, empty or usage-only chunks)."""
+        payload = json.loads(data)
+        if self.endpoint == "generate":
+            meta = payload.get("meta_info") or {}
+            self.meta = meta
+            count = int(meta.get("completion_tokens", self.seen))
+            new, self.seen = count - self.seen, count
+            if meta.get("finish_reason"):
+                self.finished = True
+            self._stamp(meta.get("sim_model_t"), new)
+            return new
+        if payload.get("usage"):
+            self.usage = payload["usage"]
+        for key in ("sim_mean_batch", "sim_arrival_model_s"):  # the sim's extra keys on OpenAI chunks
+            if key in payload:
+                self.meta[key] = payload[key]
+        choices = payload.get("choices") or []
+        if not choices:
+            return 0
+        choice = choices[0]
+        text = (choice.get("delta") or {}).get("content") if self.endpoint == "chat" else choice.get("text")
+        if choice.get("finish_reason"):
+            self.finished = True
+        if text:
+            self._stamp(payload.get("sim_model_t"), 1)
+            return 1
+        return 0
+
+
+def token_times(times: list[float], tokens: list[int]) -> list[float]:
+    """The arrival times of the chunks that carried tokens (the metrics' first and last token)."""
+    return [t for t, n in zip(times, tokens, strict=False) if n > 0]
+
+
+def summarize_stream(times: list[float], tokens: list[int], e2e: float, time_scale: float, meta: dict[str, Any],
+                     completion: int | None = None) -> dict[str, Any]:
+    """Derived per-request figures from raw chunk times (seconds since send) and token counts.
+
+    `completion` overrides the sum of chunk tokens (an OpenAI stream's `usage`).
+    """
+    completion = int(sum(tokens)) if completion is None else int(completion)
+    arrivals = token_times(times, tokens)
+    out: dict[str, Any] = {
+        "completion_tokens": completion,
+        "e2e_s": e2e * time_scale,
+        "ttft_s": arrivals[0] * time_scale if arrivals else None,
+        "tpot_s": None,
+        "decode_tok_s": None,
+        "output_tok_s": completion / (e2e * time_scale) if e2e > 0 else None,
+        "accept_length": None,
+    }
+    if len(arrivals) >= 2 and completion >= 2:
+        span = (arrivals[-1] - arrivals[0]) * time_scale
+        if span > 0:
+            out["tpot_s"] = span / (completion - 1)
+            out["decode_tok_s"] = (completion - 1) / span
+    if meta.get("spec_accept_length") is not None:
+        out["accept_length"] = float(meta["spec_accept_length"])
+    elif meta.get("spec_verify_ct"):
+        out["accept_length"] = completion / float(meta["spec_verify_ct"])
+    return out
+
+
+def clock_figures(times: list[float], tokens: list[int], e2e: float, time_scale: float, meta: dict[str, Any],
+                  completion: int | None, parser: StreamParser) -> dict[str, Any]:
+    """The request's figures on the model's clock.
+
+    When every token-carrying event carries the simulator's own timestamp (``sim_model_t``: model
+    seconds from the request's arrival at its engine), the figures are taken from those: the client
+    measures the schedule the server ran, and what cannot be scaled (HTTP, parsing, the event loops'
+    wake-ups: a few ms of wall time, x the speed-up) stays out. The wall-clock figures (x
+    ``time_scale``) are kept beside them as ``wall_*``. Any other server: the wall clock, as always.
+    docs/model.md, "Timing".
+    """
+    wall = summarize_stream(times, tokens, e2e, time_scale, meta, completion)
+    events = parser.model_events
+    if not events or not parser.finished:
+        return {**wall, "clock": "wall"}
+    m_times, m_tokens = [t for t, _ in events], [n for _, n in events]
+    out = summarize_stream(m_times, m_tokens, m_times[-1], 1.0, meta, completion)
+    out.update(clock="sim_model", chunk_model_times_s=[round(t, 7) for t in m_times], chunk_model_tokens=m_tokens)
+    out.update({f"wall_{k}": wall[k] for k in ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s", "output_tok_s")})
+    for key in ("sim_mean_batch", "sim_arrival_model_s"):
+        if meta.get(key) is not None:
+            out[key] = meta[key]
+    return out
