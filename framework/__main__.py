@@ -1,2 +1,3 @@
 from framework.cli import main
+
 raise SystemExit(main())

@@ -331,7 +331,7 @@ def simulate_anytime(comps: list[Comparison], var_cells: dict[int, float], *, al
     cells = sorted({c for comp in comps for c in comp.cells})
     w = np.zeros((len(comps), len(cells)))
     for i, comp in enumerate(comps):
-        for c, x in zip(comp.cells, comp.weights):
+        for c, x in zip(comp.cells, comp.weights, strict=False):
             w[i, cells.index(c)] += x
     sd = np.sqrt([var_cells[c] for c in cells])
     effect = np.array([comp.effect_log for comp in comps])
@@ -384,7 +384,7 @@ def simulate_anytime(comps: list[Comparison], var_cells: dict[int, float], *, al
         refuted_at_stop = np.where(active, hyp_refuted, frozen_refuted)
         launches = np.where(active, n, stopped_at)
         curve["caps"].append(n)
-        for i, (pid, target) in enumerate(zip(ids, targets)):
+        for i, (pid, target) in enumerate(zip(ids, targets, strict=False)):
             code = _SUPPORTED if target == "supported" else _REFUTED
             curve["power"][pid].append(float(np.mean(at_stop[:, i] == code)) if target else math.nan)
         if hyp_target == "supported":
@@ -396,7 +396,7 @@ def simulate_anytime(comps: list[Comparison], var_cells: dict[int, float], *, al
         newly = active & (v != _UNDECIDED).all(axis=1)
         frozen[newly], frozen_refuted[newly], stopped_at[newly] = v[newly], hyp_refuted[newly], n
         reached = until_power is not None and all(
-            p[-1] >= until_power for target, p in zip(targets, curve["power"].values()) if target) and (
+            p[-1] >= until_power for target, p in zip(targets, curve["power"].values(), strict=False) if target) and (
             hyp_target is None or curve["hypothesis"][-1] >= until_power)
         if not (stopped_at == 0).any() or (reached and n >= at_least):
             break

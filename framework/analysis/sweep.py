@@ -62,7 +62,7 @@ def summarize(job_records: Sequence[dict[str, Any] | None], overrides: Sequence[
     rows: list[dict[str, Any]] = []
     family: list[tuple[int, int]] = []  # (row index, prediction index) of each p-value in the family
     p_values: list[float] = []
-    for i, (rec, ovr) in enumerate(zip(job_records, overrides)):
+    for i, (rec, ovr) in enumerate(zip(job_records, overrides, strict=False)):
         row: dict[str, Any] = {"job": numbers[i], "overrides": list(ovr)}
         if not rec:
             row.update(status="failed", hypothesis=_hypothesis_from_overrides(ovr), backend=None,
@@ -87,7 +87,7 @@ def summarize(job_records: Sequence[dict[str, Any] | None], overrides: Sequence[
         rows.append(row)
 
     reject, p_adj = adjust(p_values, method, alpha)
-    for (i, j), rej, pa in zip(family, reject, p_adj):
+    for (i, j), rej, pa in zip(family, reject, p_adj, strict=False):
         pred = rows[i]["predictions"][j]
         pred["p_adjusted"] = pa
         pred["significant_adjusted"] = rej
@@ -102,7 +102,7 @@ def summarize(job_records: Sequence[dict[str, Any] | None], overrides: Sequence[
     for r in rows:
         r.update(p_value=None, p_adjusted=None, adjusted_verdict=r["verdict"])
     job_reject, job_adj = adjust(job_p, method, alpha)
-    for i, pv, rej, pa in zip(job_family, job_p, job_reject, job_adj):
+    for i, pv, rej, pa in zip(job_family, job_p, job_reject, job_adj, strict=False):
         rows[i].update(p_value=pv, p_adjusted=pa)
         if rows[i]["verdict"] == "supported" and not rej:
             rows[i]["adjusted_verdict"] = "inconclusive"

@@ -21,10 +21,10 @@ from typing import Any, Iterable, Literal
 from pydantic import BaseModel
 
 from framework.core import evidence
-from framework.core.vocabulary import ANALYSIS_METHODS
 from framework.core.design import Condition, conditions, matching
 from framework.core.metrics import is_launch_metric, launch_value
 from framework.core.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
+from framework.core.vocabulary import ANALYSIS_METHODS
 from framework.stats import anytime, decisions, effects, outliers, sequential, variance
 
 Verdict = Literal["supported", "refuted", "inconclusive"]
@@ -106,7 +106,7 @@ class _Cond:
         """Log launch means keyed by the launch's block (replicate; its position when rows carry none)."""
         ids, logs = self.logs(exclude)
         block = {r["launch_id"]: r.get("replicate", i) for i, r in enumerate(self.launch_rows)}
-        return {block[i]: x for i, x in zip(ids, logs)}
+        return {block[i]: x for i, x in zip(ids, logs, strict=False)}
 
 
 def distinct_rows(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
@@ -291,7 +291,7 @@ def _decide(h: Hypothesis, p: Any, data: dict[int, _Cond], conds: list[Condition
         missing = _need(data, cells, exclude)
         if missing:
             return decisions.Decision("inconclusive", missing), cells
-        logs = {k: data[c.index].logs(exclude)[1] for k, c in zip(keys, cells)}
+        logs = {k: data[c.index].logs(exclude)[1] for k, c in zip(keys, cells, strict=False)}
         if method == "anytime":
             eff_any, why = _anytime_effect([data[c.index].by_block(exclude) for c in cells], [1, -1, -1, 1])
             if eff_any is None:

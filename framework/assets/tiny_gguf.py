@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from framework.records.ledger import sha256_file
+from framework.core.hashing import sha256_file
 
 LAYERS, HIDDEN, HEADS, FFN, VOCAB, CONTEXT = 4, 256, 4, 512, 512, 2048
 SPECIAL = ("<unk>", "<s>", "</s>")

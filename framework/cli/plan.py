@@ -10,7 +10,6 @@ profile's start-up time). The printout says which.
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from framework.analysis.planning import (
-    AnytimePlan, PlanRow, anytime_cap, launches_for_hypothesis, pilot_assumptions, plan, plan_anytime,
+    AnytimePlan,
+    PlanRow,
+    anytime_cap,
+    launches_for_hypothesis,
+    pilot_assumptions,
+    plan,
+    plan_anytime,
 )
 from framework.cli.args import kv_pairs
 from framework.core import design as design_mod
@@ -71,7 +76,7 @@ def probe_measurement_noise(h: Hypothesis, exp: Experiment, backend_cfg: dict[st
                         server.wait_ready()
                         run_workload(spec.base_url, design_mod.workload_for(h, exp, cond), requests_n=requests,
                                      warmup=1, seed=1000 + i, time_scale=backend.time_scale, api_key=backend.api_key,
-                                     on_row=lambda _i, warm, row: values.append(row.get(h.metric))
+                                     on_row=lambda _i, warm, row: values.append(row.get(h.metric))  # noqa: B023 (called within this iteration)
                                      if not warm and row.get("ok") else None)
                 except LaunchError:
                     break  # a configuration that does not start (a launches prediction): nothing to measure

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from framework.core.spec import Hypothesis, Level, Workload, Experiment
-
+from framework.core.spec import Experiment, Hypothesis, Level, Workload
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ def conditions(h: Hypothesis) -> list[Condition]:
     """Every combination of factor levels, factors and levels in the order the file declares them."""
     names = list(h.factors)
     combos = itertools.product(*(list(h.factors[n].levels) for n in names))
-    return [Condition(i, dict(zip(names, combo))) for i, combo in enumerate(combos)]
+    return [Condition(i, dict(zip(names, combo, strict=False))) for i, combo in enumerate(combos)]
 
 
 def matching(conds: list[Condition], where: dict[str, str]) -> list[Condition]:

@@ -96,8 +96,8 @@ def start(row: dict[str, Any]) -> float | None:
 def itls(row: dict[str, Any]) -> list[float]:
     """Every gap between consecutive token-carrying chunks of a request, model seconds."""
     times, tokens = chunks(row)
-    t = [c for c, n in zip(times, tokens) if n > 0]
-    return [b - a for a, b in zip(t, t[1:])]
+    t = [c for c, n in zip(times, tokens, strict=False) if n > 0]
+    return [b - a for a, b in zip(t, t[1:], strict=False)]
 
 
 def meets_slo(row: dict[str, Any], slo: dict[str, float]) -> bool:
@@ -161,7 +161,7 @@ def launch_value(name: str, rows: Iterable[dict[str, Any]], slo: dict[str, float
             if s0 is None:
                 continue
             times, toks = chunks(r)
-            for t, n in zip(times, toks):
+            for t, n in zip(times, toks, strict=False):
                 if t0 <= s0 + t <= t1:
                     tokens += n
             # an OpenAI stream counts one token per content chunk; its usage total corrects the last chunk

@@ -8,8 +8,6 @@ given a path to; the cross-checks are pure functions of the parsed models.
 
 from __future__ import annotations
 
-from framework.errors import SpecError  # noqa: F401  (one hierarchy: framework.errors)
-
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -18,9 +16,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from framework.core import yamlio
-from framework.core.vocabulary import AnalysisMethod, FailureClass
 from framework.core.metrics import LAUNCH_METRICS, REQUEST_METRICS, SLO_KEYS, check_metric, needs_slo
+from framework.core.vocabulary import AnalysisMethod, FailureClass
 from framework.core.workload import Workload
+from framework.errors import SpecError  # noqa: F401  (one hierarchy: framework.errors)
 
 METRICS: dict[str, str] = {**REQUEST_METRICS, **LAUNCH_METRICS}  # plus <metric>.<stat>: framework.core.metrics
 

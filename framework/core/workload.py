@@ -338,7 +338,7 @@ def make_plan(workload: Workload, *, requests_n: int, warmup: int, seed: int,
     }
     if dataset is not None:
         picks = [int(i) for i in np.random.default_rng([seed, 0xDA7A]).integers(0, len(dataset), size=total)]
-        for i, (phase, pick) in enumerate(zip(phases, picks)):
+        for i, (phase, pick) in enumerate(zip(phases, picks, strict=False)):
             row = dataset[pick]
             out = out_lens[i]
             if workload.dataset and workload.dataset.use_output_len and row.output_len is not None:
@@ -356,7 +356,7 @@ def make_plan(workload: Workload, *, requests_n: int, warmup: int, seed: int,
             prefixes = [text_prompt(prefix_rng, sp.prefix_tokens) if workload.prompt == "text"
                         else token_prompt(prefix_rng, sp.prefix_tokens) for _ in range(sp.groups)]
             resolved["shared_prefix"] = {"groups": sp.groups, "prefix_tokens": sp.prefix_tokens}
-        for i, (phase, length) in enumerate(zip(phases, lengths)):
+        for i, (phase, length) in enumerate(zip(phases, lengths, strict=False)):
             req_rng = np.random.default_rng([seed, i])
             prompt: list[int] | str
             if workload.prompt == "text":

@@ -15,8 +15,6 @@ A user's `backend.argv` replaces the row's template (the `command` backend has n
 
 from __future__ import annotations
 
-from framework.errors import BackendConfigError  # noqa: F401  (one hierarchy: framework.errors)
-
 import string
 import sys
 from dataclasses import dataclass
@@ -26,9 +24,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from framework.core import design
+from framework.core.spec import Experiment, Hypothesis
+from framework.errors import BackendConfigError  # noqa: F401  (one hierarchy: framework.errors)
 from framework.execution.failures import Patterns
 from framework.execution.launcher import ServerSpec
-from framework.core.spec import Experiment, Hypothesis
 
 Protocol = Literal["sglang", "openai"]
 BackendName = Literal["sim", "gpu", "sglang", "endpoint", "vllm", "llamacpp", "llama_server", "command"]

@@ -21,8 +21,6 @@ path a GPU run takes. Guarantees:
 
 from __future__ import annotations
 
-from framework.errors import LaunchError  # noqa: F401  (one hierarchy: framework.errors)
-
 import atexit
 import ctypes
 import os
@@ -38,6 +36,8 @@ from pathlib import Path
 from typing import Mapping
 
 import requests
+
+from framework.errors import LaunchError  # noqa: F401  (one hierarchy: framework.errors)
 
 READY_POLL_S = 0.05
 STOP_GRACE_S = 10.0

@@ -13,8 +13,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from framework.present import format as fmt
 from framework.core.design import Condition
+from framework.present import format as fmt
 
 VERDICT_STYLE = {"supported": "green", "refuted": "red", "inconclusive": "yellow"}
 

@@ -19,8 +19,6 @@ The document is built as a list of blocks (pure) and rendered twice; only `write
 
 from __future__ import annotations
 
-from framework.errors import ReportError  # noqa: F401  (one hierarchy: framework.errors)
-
 import base64
 import html
 import io
@@ -30,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from framework.errors import ReportError  # noqa: F401  (one hierarchy: framework.errors)
 from framework.present import format as fmt
 from framework.records.trials import TrialsFileError, read_json_object, read_trials
 
@@ -166,8 +165,8 @@ def forest_plot(record: dict[str, Any]) -> bytes | None:
     if not preds:
         return None
     crit = criteria(record)
-    from matplotlib.patches import Patch
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     plt = _plt()
     values = [1.0]
@@ -310,7 +309,7 @@ def trajectory_plot(record: dict[str, Any]) -> bytes | None:
         return None
     plt = _plt()
     fig, axes = plt.subplots(1, len(series), figsize=(3.6 * len(series) + 0.6, 3.2), squeeze=False)
-    for ax, (pid, pts) in zip(axes[0], series.items()):
+    for ax, (pid, pts) in zip(axes[0], series.items(), strict=False):
         xs = [p[0] for p in pts]
         est = [p[1] for p in pts]
         c = crit.get(pid)
@@ -522,8 +521,8 @@ def _job_key(p: Path) -> tuple[int, Any]:
 def build(path: Path) -> tuple[str, list[Block], Path, str]:
     """(title, blocks, output directory, output stem) for a run dir, a multirun dir or a ledger."""
     if path.is_file():
-        from framework.records.audit import resolve_trials
         from framework.records import ledger
+        from framework.records.audit import resolve_trials
 
         blocks: list[Block] = [Heading(1, f"Ledger report: {path.name}")]
         records = [r for r in ledger.read(path) if r.get("kind") == "verdict"]

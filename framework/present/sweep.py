@@ -6,6 +6,7 @@ from typing import Any
 
 from framework.present import format as fmt
 
+
 def to_markdown(summary: dict[str, Any]) -> str:
     m, c = summary["multiplicity"], summary["counts"]
     out = [

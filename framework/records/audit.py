@@ -71,7 +71,7 @@ def _close(a: Any, b: Any) -> bool:
 def _close_list(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
-    return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=False))
 
 
 def _later(a: Any, b: Any, slack_s: float = 1.0) -> bool:
@@ -400,8 +400,8 @@ def history_rows(records: Iterable[tuple[int, dict[str, Any]]], name: str) -> li
         kind = rec.get("kind")
         if kind in ("registration", "amendment"):
             diff = rec.get("diff") or ""
-            added = sum(1 for l in diff.splitlines() if l.startswith("+") and not l.startswith("+++"))
-            removed = sum(1 for l in diff.splitlines() if l.startswith("-") and not l.startswith("---"))
+            added = sum(1 for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
+            removed = sum(1 for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---"))
             note = (f"sha256 {str(rec['hypothesis'].get('sha256'))[:12]}" if kind == "registration" else
                     f"amended: +{added} -{removed} lines; sha256 {str(rec.get('previous_sha256'))[:12]} -> "
                     f"{str(rec['hypothesis'].get('sha256'))[:12]}")

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from framework.records.ledger import sha256_file
+from framework.core.hashing import sha256_file
 
 # The project's runtime dependencies (pyproject) plus what a real SGLang stack reports.
 PACKAGES = (

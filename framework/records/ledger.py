@@ -26,8 +26,6 @@ and a crash never leaves a record half-chained.
 
 from __future__ import annotations
 
-from framework.errors import LedgerError  # noqa: F401  (one hierarchy: framework.errors)
-
 import hashlib
 import json
 import math
@@ -41,6 +39,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
 from framework.core.hashing import sha256_file as sha256_file  # re-exported: its callers import it from here
+from framework.errors import LedgerError  # noqa: F401  (one hierarchy: framework.errors)
 
 DEFAULT_LEDGER = "verdicts.jsonl"
 GENESIS = "0" * 64

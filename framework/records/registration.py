@@ -12,8 +12,6 @@ sequential rule), not ones that merely size the run.
 
 from __future__ import annotations
 
-from framework.errors import RegistrationChanged  # noqa: F401  (one hierarchy: framework.errors)
-
 import difflib
 import hashlib
 import json
@@ -21,11 +19,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from framework.core.spec import SpecError, parse_yaml
+from framework.errors import RegistrationChanged  # noqa: F401  (one hierarchy: framework.errors)
 from framework.records import ledger
 from framework.records.models import AmendmentRecord, HypothesisRef, RegistrationRecord
-from framework.core.spec import SpecError, parse_yaml
-
-
 
 
 def _now() -> str:

@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from framework.core.trials import (  # noqa: F401  (re-exported: the models live in core)
-    FORMAT, LaunchEndRow, LaunchRow, RequestRow, Trials, WorkloadRow, parse_trials,
+    FORMAT,
+    LaunchEndRow,
+    LaunchRow,
+    RequestRow,
+    Trials,
+    WorkloadRow,
+    parse_trials,
 )
 from framework.errors import TrialsFileError  # noqa: F401  (one hierarchy: framework.errors)
 

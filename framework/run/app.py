@@ -22,10 +22,9 @@ from omegaconf import DictConfig
 
 from framework.errors import EXIT_BAD_INPUT, EXIT_NO_DATA, EXIT_OK, UserError
 from framework.run.compose import CONF_DIR
-from framework.run.redaction import secret_overrides
 from framework.run.outcomes import OUTCOMES
+from framework.run.redaction import secret_overrides
 from framework.run.resolve import precheck
-
 
 INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i")
 

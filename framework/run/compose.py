@@ -38,7 +38,8 @@ def _quoting_hint(message: str) -> str:
 
 def compose(overrides: list[str]) -> DictConfig:
     """The run config for `overrides` (single values only), without starting a Hydra job."""
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -59,7 +60,8 @@ def compose(overrides: list[str]) -> DictConfig:
 @functools.cache
 def _base_config() -> dict[str, Any]:
     """The run config with no override, as plain data (a ??? value stays the string "???"); read-only."""
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return OmegaConf.to_container(hydra_compose(config_name="config"), resolve=False)  # type: ignore[return-value]

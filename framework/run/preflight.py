@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from framework.core import design
+from framework.core.spec import Experiment, Hypothesis, SpecError, Workload
 from framework.execution.backends import BackendSettings
 from framework.execution.client import resolve_plan
 from framework.run.redaction import MIN_LENGTH, is_secret_name
-from framework.core.spec import Experiment, Hypothesis, SpecError, Workload
 
 MISSING = "???"
 
@@ -64,7 +64,7 @@ def backend_settings(raw: dict[str, Any], source: str = "command line") -> Backe
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise SpecError(source, "backend.url", f"must be http://HOST:PORT or https://HOST:PORT (got {backend.url!r})")
         try:
-            parts.port
+            _ = parts.port  # urlsplit checks the port's range only when asked
         except ValueError:
             raise SpecError(source, "backend.url", f"the port must be 0-65535 (got {backend.url!r})") from None
     return backend

@@ -9,13 +9,18 @@ from types import ModuleType
 from typing import Any
 
 from framework.core import design as design_mod
+from framework.core.hashing import sha256_file
 from framework.core.trials import Trials
 from framework.execution import adapters
 from framework.execution.backends import backend_label, probe_values
 from framework.records import environment
-from framework.records.ledger import sha256_file
 from framework.records.models import (
-    ConditionRecord, HypothesisRef, LaunchCounts, PredictionRecord, TrialsRef, VerdictRecord,
+    ConditionRecord,
+    HypothesisRef,
+    LaunchCounts,
+    PredictionRecord,
+    TrialsRef,
+    VerdictRecord,
 )
 from framework.records.trials import release_summary, workload_records
 from framework.run.context import RunContext

@@ -157,7 +157,7 @@ class AnytimeEffect:
 def block_contrasts(cells: Sequence[dict[Any, float]], weights: Sequence[float]) -> tuple[list[float], list[Any]]:
     """Contrasts of the blocks every cell has a value in: cells[i] maps a block (replicate) to a log value."""
     common = sorted(set.intersection(*(set(c) for c in cells)), key=lambda b: (str(type(b)), b))
-    return [float(sum(w * c[b] for w, c in zip(weights, cells))) for b in common], common
+    return [float(sum(w * c[b] for w, c in zip(weights, cells, strict=False))) for b in common], common
 
 
 # --------------------------------------------------------------------------- launch outcomes (Bernoulli)

@@ -251,7 +251,7 @@ def launches_anytime(outcomes: Sequence[LaunchOutcome], matched: Sequence[bool],
     """
     looks: list[tuple[int, int]] = []
     k = 0
-    for i, (o, hit) in enumerate(zip(outcomes, matched)):
+    for i, (o, hit) in enumerate(zip(outcomes, matched, strict=False)):
         k += hit
         if i + 1 == len(outcomes) or outcomes[i + 1].block != o.block or o.block is None:
             looks.append((k, i + 1))

@@ -65,9 +65,9 @@ def log_values(values: Sequence[float]) -> np.ndarray:
 
 def satterthwaite_df(variances: Sequence[float], ns: Sequence[int]) -> float:
     """Welch-Satterthwaite degrees of freedom of sum(v_i / n_i)."""
-    terms = [v / n for v, n in zip(variances, ns)]
+    terms = [v / n for v, n in zip(variances, ns, strict=False)]
     num = sum(terms) ** 2
-    den = sum(t * t / (n - 1) for t, n in zip(terms, ns) if n > 1)
+    den = sum(t * t / (n - 1) for t, n in zip(terms, ns, strict=False) if n > 1)
     if num == 0 or den == 0:
         return float(sum(n - 1 for n in ns))  # no spread at all: fall back to the pooled df
     return num / den
@@ -261,11 +261,11 @@ def bootstrap_t(groups: Sequence[Sequence[float]], weights: Sequence[float], *, 
         raise ValueError("the bootstrap needs at least 2 values per group")
     w = np.asarray(weights, float)
     rng = np.random.default_rng(np.random.SeedSequence(list(seed)))
-    est = float(sum(wi * g.mean() for wi, g in zip(w, arrs)))
-    se = math.sqrt(sum(wi * wi * g.var(ddof=1) / len(g) for wi, g in zip(w, arrs)))
+    est = float(sum(wi * g.mean() for wi, g in zip(w, arrs, strict=False)))
+    se = math.sqrt(sum(wi * wi * g.var(ddof=1) / len(g) for wi, g in zip(w, arrs, strict=False)))
     est_b = np.zeros(resamples)
     var_b = np.zeros(resamples)
-    for wi, g in zip(w, arrs):
+    for wi, g in zip(w, arrs, strict=False):
         idx = rng.integers(0, len(g), size=(resamples, len(g)))
         s = g[idx]
         est_b += wi * s.mean(axis=1)
@@ -308,7 +308,7 @@ def interaction_ols(cells: dict[tuple[str, str], Sequence[float]], factor: str, 
     j = names.index(name)
     est = float(fit.params[j])
     variances = [float(np.var(np.asarray(cells[k], float), ddof=1)) for k in order]
-    se = math.sqrt(sum(v / n for v, n in zip(variances, ns)))
+    se = math.sqrt(sum(v / n for v, n in zip(variances, ns, strict=False)))
     df = satterthwaite_df(variances, ns)
     return TEffect(est, se, df, "ols_interaction",
                    extra={"ols_se": float(fit.bse[j]), "ols_df": float(fit.df_resid), "term": name})
@@ -328,6 +328,6 @@ def _interaction_design(ref: str, level: str, by_ref: str, by_level: str,
     from patsy import dmatrices
 
     order = [(level, by_level), (ref, by_level), (level, by_ref), (ref, by_ref)]
-    frame = pd.DataFrame([{"a": a, "b": b, "y": 1.0} for (a, b), n in zip(order, ns) for _ in range(n)])
+    frame = pd.DataFrame([{"a": a, "b": b, "y": 1.0} for (a, b), n in zip(order, ns, strict=False) for _ in range(n)])
     _, X = dmatrices(INTERACTION_FORMULA.format(ref=ref, by_ref=by_ref), frame, return_type="dataframe")
     return X.to_numpy(), list(X.columns)

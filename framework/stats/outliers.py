@@ -35,4 +35,4 @@ def flag(ids: Sequence[str], log_values: Sequence[float], k: float = 1.5) -> lis
     if len(log_values) < MIN_LAUNCHES:
         return []
     lo, hi = fences(log_values, k)
-    return [i for i, v in zip(ids, log_values) if v < lo or v > hi]
+    return [i for i, v in zip(ids, log_values, strict=False) if v < lo or v > hi]

@@ -93,9 +93,9 @@ def boundaries(alpha: float, max_looks: int, kind: str = "obf", grid: int = 801)
         if target <= 1e-300:
             zk = _Z_MAX
         else:
-            def cross(z: float) -> float:
-                ck = z * math.sqrt(ts[k])
-                return float(np.sum(mass * special.ndtr((w - ck) / sd))) - target
+            def cross(z: float) -> float:  # noqa: B023 - solved within this iteration (brentq below)
+                ck = z * math.sqrt(ts[k])  # noqa: B023
+                return float(np.sum(mass * special.ndtr((w - ck) / sd))) - target  # noqa: B023
 
             if cross(_Z_MAX) > 0:
                 zk = _Z_MAX

@@ -680,7 +680,7 @@ def _generate_items(obj: GenerateReqInput) -> list[tuple[Any, int, int, list[str
         rids = [None] * len(prompts)
     return [(p, c, DEFAULT_MAX_NEW_TOKENS if s.max_new_tokens is None else s.max_new_tokens, _stops(s.stop), r,
              s.ignore_eos, s.temperature)
-            for p, c, s, r in zip(prompts, counts, sps, rids)]
+            for p, c, s, r in zip(prompts, counts, sps, rids, strict=False)]
 
 
 def _content_text(content: str | list[dict[str, Any]] | None) -> str:

@@ -28,11 +28,11 @@ no_multicast_env()  # before torch or NCCL are loaded, in this process and every
 import torch  # noqa: E402
 import uvicorn  # noqa: E402
 
+from framework.servers.api.server import Metrics, ServerState, build_request_models, create_app  # noqa: E402
 from framework.servers.gpu import comm, hardware, shapes  # noqa: E402
 from framework.servers.gpu.args import GpuServerArgs, parse_server_args  # noqa: E402
 from framework.servers.gpu.engine import Driver, GpuEngine, SpecConfig, worker_loop  # noqa: E402
 from framework.servers.gpu.executor import Executor, graph_batch_sizes  # noqa: E402
-from framework.servers.api.server import Metrics, ServerState, build_request_models, create_app  # noqa: E402
 
 log = logging.getLogger("framework.servers.gpu")
 STARTUP_STACKS_AFTER_S = 120.0

@@ -27,8 +27,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from framework.servers.gpu.executor import Executor
 from framework.servers.api.request import Chunk, SimRequest, append_token
+from framework.servers.gpu.executor import Executor
 
 log = logging.getLogger("framework.servers.gpu")
 
@@ -220,7 +220,7 @@ class GpuEngine:
         t0 = time.perf_counter()
         out = self.driver.step([live.last for live in self._running], [live.pos for live in self._running])
         emitted = 0
-        for live, toks in zip(self._running, out):
+        for live, toks in zip(self._running, out, strict=False):
             if self.spec is None:
                 new = toks
             else:

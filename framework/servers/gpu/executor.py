@@ -100,7 +100,7 @@ class Executor:
         host = [o[:B].tolist() for o in outs]
         if not self.k:
             return [[t] for t in host[0]]
-        return [d + v for d, v in zip(host[0], host[1])]
+        return [d + v for d, v in zip(host[0], host[1], strict=False)]
 
     def move_row(self, src: int, dst: int) -> None:
         self.tcache.move_row(src, dst)

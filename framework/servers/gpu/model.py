@@ -51,7 +51,7 @@ class KVCache:
 
     def move_row(self, src: int, dst: int) -> None:
         """Copy one request's cache row (the engine compacts the running batch into the first rows)."""
-        for k, v in zip(self.k, self.v):
+        for k, v in zip(self.k, self.v, strict=False):
             k[dst].copy_(k[src])
             v[dst].copy_(v[src])
 
@@ -147,7 +147,7 @@ class Llama(torch.nn.Module):
         rows = torch.arange(B, device=tokens.device).unsqueeze(1).expand(B, T)
         key_pos = torch.arange(cache.context, device=tokens.device)
         mask = (key_pos.view(1, 1, 1, -1) <= positions.view(B, 1, T, 1))  # [B, 1, T, C]
-        for layer, kc, vc in zip(self.layers, cache.k, cache.v):
+        for layer, kc, vc in zip(self.layers, cache.k, cache.v, strict=False):
             h = self._rms(x, layer["in_norm"])
             qkv = h @ layer["qkv"].t()
             q, k, v = qkv.split([H * D, KV * D, KV * D], dim=-1)

@@ -17,13 +17,13 @@ from typing import TextIO
 
 import uvicorn
 
+from framework.servers.api.server import Metrics, ServerState, build_request_models, create_app
 from framework.servers.sim import faults, model
 from framework.servers.sim.args import SimServerArgs, build_parser, parse_server_args, resolved_server_args
 from framework.servers.sim.engine import Engine
 from framework.servers.sim.flags import ServerArgsError
-from framework.servers.sim.profile import Profile, ProfileError, load_profile
-from framework.servers.api.server import Metrics, ServerState, build_request_models, create_app
 from framework.servers.sim.info import sim_backend_info
+from framework.servers.sim.profile import Profile, ProfileError, load_profile
 
 log = logging.getLogger("sglang.sim")
 

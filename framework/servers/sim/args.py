@@ -18,7 +18,8 @@ from pydantic import Field
 
 from framework.servers.api.args import SglangLaunchArgs, resolved_server_args  # noqa: F401  (re-exported)
 from framework.servers.sim import flags
-from framework.servers.sim.faults import FaultPlan, add_arguments as add_fault_arguments, plan_from_values
+from framework.servers.sim.faults import FaultPlan, plan_from_values
+from framework.servers.sim.faults import add_arguments as add_fault_arguments
 from framework.servers.sim.profile import DEFAULT_PROFILE, ProfileError, load_profile
 
 API_KEY_ENV = "SIM_API_KEY"  # read when --api-key is not given, so launchers keep the key out of argv

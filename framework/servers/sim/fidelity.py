@@ -11,13 +11,13 @@ import statistics
 from typing import Any
 
 from framework.core import design as design_mod
-from framework.execution import client
 from framework.core.metrics import base_metric
+from framework.core.spec import Experiment, Hypothesis
+from framework.execution import client
 from framework.servers.sim import coverage
 from framework.servers.sim import model as sim_model
 from framework.servers.sim.args import parse_server_args
 from framework.servers.sim.profile import load_profile
-from framework.core.spec import Experiment, Hypothesis
 
 SIM_LAG_WARN = 0.01  # the relative bias above which a run warns
 
@@ -85,7 +85,7 @@ def sim_clock_bias(h: Hypothesis, exp: Experiment, rows: list[dict[str, Any]]) -
     out: dict[str, float] = {}
     conds = design_mod.conditions(h)
     sims = coverage.conditions(h, exp)
-    for c, sc in zip(conds, sims):
+    for c, sc in zip(conds, sims, strict=False):
         workload = design_mod.workload_for(h, exp, c)
         batches = [float(r["sim_mean_batch"]) for r in rows if r.get("kind") == "request" and r.get("condition") == c.index
                    and not r.get("warmup") and r.get("ok") and r.get("sim_mean_batch")]
