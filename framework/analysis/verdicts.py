@@ -14,201 +14,24 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable
 
-from pydantic import BaseModel
-
+from framework.analysis.models import Analysis, ConditionSummary, MetricSummary, PredictionResult, Verdict
+from framework.analysis.rows import ConditionData, TrialsConflict, distinct_rows, failure_message, group_rows
 from framework.core import evidence
-from framework.core.design import Condition, conditions, matching
-from framework.core.metrics import is_launch_metric, launch_value
+from framework.core.design import Condition, matching
 from framework.core.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
 from framework.stats import anytime, decisions, effects, outliers, sequential, variance
 
-Verdict = Literal["supported", "refuted", "inconclusive"]
+__all__ = ["BOOTSTRAP_RESAMPLES", "LOSS_LIMIT", "METHODS", "Analysis", "ConditionSummary", "MetricSummary",
+           "PredictionResult", "TrialsConflict", "Verdict", "analyze", "distinct_rows", "sequential_look"]
+
 METHODS = ("welch", "rank", "bootstrap", "anytime")
 BOOTSTRAP_RESAMPLES = 4000
 # A comparison whose condition lost more than this share of its launches (failed at start-up or
 # served nothing) or of its measured requests is inconclusive: the survivors may not represent the
 # condition (docs/statistics.md, section 3, "What was lost").
 LOSS_LIMIT = 0.2
-# Rows that describe the same launch or request may differ only in these bookkeeping fields.
-_BOOKKEEPING = frozenset({"reused_from"})
-
-
-class TrialsConflict(ValueError):
-    """Two rows of a trials file claim the same launch or request with different content."""
-
-
-class MetricSummary(BaseModel):
-    name: str
-    mean: float | None  # mean over launches of the per-launch metric, in the metric's unit
-    launch_means: list[float] = []
-    sd_between: float | None = None  # sample sd of the per-launch metric, in the metric's unit
-    launch_ids: list[str] = []  # the launches of `launch_means`, in the same order
-    geometric_mean: float | None = None  # exp(mean of log per-launch metric): what ratios compare
-
-
-class ConditionSummary(BaseModel):
-    index: int
-    levels: dict[str, str]
-    launches: dict[str, int]  # {"ok": n, "failed": n, "without_data": n}
-    metric: MetricSummary
-    failures: list[str] = []  # distinct start-up failure messages
-    outlier_launches: list[str] = []
-    variance: dict[str, Any] | None = None  # log-scale variance components (stats.variance.Components)
-
-
-class PredictionResult(BaseModel):
-    id: str
-    kind: str
-    verdict: Verdict
-    estimate: float | None = None
-    ci: list[float] | None = None
-    p_value: float | None = None
-    reason: str
-    details: dict[str, Any] = {}
-
-
-class Analysis(BaseModel):
-    verdict: Verdict
-    predictions: list[PredictionResult]
-    conditions: list[ConditionSummary]
-    details: dict[str, Any] = {}
-
-
-# --------------------------------------------------------------------------- collecting rows
-
-
-@dataclass
-class _Cond:
-    cond: Condition
-    launch_rows: list[dict[str, Any]] = field(default_factory=list)
-    values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # measured, per launch
-    served: dict[str, bool] = field(default_factory=dict)  # launch id -> any ok request (if requests sent)
-    e2e: list[float] = field(default_factory=list)
-    measured: int = 0  # measured (not warm-up) request rows of launches that started
-    censored: int = 0  # of those, the ones that failed (no value of any metric)
-    superseded: list[str] = field(default_factory=list)  # interrupted attempts re-run later in the same file
-
-    def means(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
-        ids = [r["launch_id"] for r in self.launch_rows if r.get("ok") and r["launch_id"] not in exclude
-               and self.values.get(r["launch_id"])]
-        return ids, [sum(self.values[i]) / len(self.values[i]) for i in ids]
-
-    def logs(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
-        ids, m = self.means(exclude)
-        return ids, [math.log(v) for v in m]
-
-    def by_block(self, exclude: frozenset[str] = frozenset()) -> dict[Any, float]:
-        """Log launch means keyed by the launch's block (replicate; its position when rows carry none)."""
-        ids, logs = self.logs(exclude)
-        block = {r["launch_id"]: r.get("replicate", i) for i, r in enumerate(self.launch_rows)}
-        return {block[i]: x for i, x in zip(ids, logs)}
-
-
-def distinct_rows(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Each launch (by `launch_id`) and each request (by `trial_id`) once, and how many copies were dropped.
-
-    A copy that repeats a row exactly (apart from bookkeeping such as `reused_from`) is dropped, so
-    a launch written twice is never counted twice; two rows that claim the same id with different
-    content raise `TrialsConflict`: the file no longer says what happened, and no verdict should
-    be drawn from it.
-    """
-    seen: dict[tuple[str, str], dict[str, Any]] = {}
-    out: list[dict[str, Any]] = []
-    dropped = {"launch": 0, "request": 0}
-    for r in rows:
-        kind = r.get("kind")
-        key_field = {"launch": "launch_id", "request": "trial_id"}.get(str(kind))
-        if key_field is None or r.get(key_field) is None:
-            out.append(r)
-            continue
-        key = (str(kind), str(r[key_field]))
-        core = {k: v for k, v in r.items() if k not in _BOOKKEEPING}
-        prev = seen.get(key)
-        if prev is None:
-            seen[key] = core
-            out.append(r)
-        elif prev == core:
-            dropped[str(kind)] += 1
-        else:
-            diff = sorted(k for k in set(prev) | set(core) if prev.get(k) != core.get(k))
-            raise TrialsConflict(f"the trials file has conflicting rows for {kind} {r[key_field]!r} "
-                                 f"(they differ in {', '.join(diff)}); refusing to analyse it")
-    return out, dropped
-
-
-def _superseded(launch_rows: list[dict[str, Any]]) -> set[str]:
-    """Launch ids of attempts that a later attempt of the same condition and replicate replaced.
-
-    Only an interrupted launch is ever re-run (a resume reuses every complete one), so when a
-    resume writes into the run's own file the interrupted attempt stays there beside its re-run;
-    the re-run is the launch, the interrupted attempt is set aside.
-    """
-    latest: dict[tuple[Any, Any], int] = {}
-    for r in launch_rows:
-        if r.get("replicate") is not None:
-            key = (r.get("condition"), r["replicate"])
-            latest[key] = max(latest.get(key, 0), int(r.get("attempt") or 1))
-    return {r["launch_id"] for r in launch_rows if r.get("replicate") is not None
-            and int(r.get("attempt") or 1) < latest[(r.get("condition"), r["replicate"])]}
-
-
-def _collect(h: Hypothesis, distinct: list[dict[str, Any]]) -> dict[int, _Cond]:
-    """Per condition, its launches and values, from rows already made distinct (`distinct_rows`)."""
-    data = {c.index: _Cond(c) for c in conditions(h)}
-    launch_cond: dict[str, int] = {}
-    launch_rows = [r for r in distinct if r.get("kind") == "launch" and r.get("condition") in data]
-    gone = _superseded(launch_rows)
-    for r in launch_rows:
-        if r["launch_id"] in gone:
-            data[r["condition"]].superseded.append(r["launch_id"])
-            continue
-        data[r["condition"]].launch_rows.append(r)
-        launch_cond[r["launch_id"]] = r["condition"]
-    requests = [r for r in distinct if r.get("kind") == "request" and r.get("launch_id") not in gone]
-    for r in requests:
-        c = launch_cond.get(r.get("launch_id"), r.get("condition"))
-        if c not in data:
-            continue
-        d = data[c]
-        lid = r["launch_id"]
-        d.served[lid] = d.served.get(lid, False) or bool(r.get("ok"))
-        if not r.get("warmup"):
-            d.measured += 1
-            d.censored += 0 if r.get("ok") else 1
-        if r.get("warmup") or not r.get("ok"):
-            continue
-        v = r.get(h.metric)
-        if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
-            d.values[lid].append(float(v))
-        e = r.get("e2e_s")
-        if isinstance(e, (int, float)) and math.isfinite(e) and e > 0:
-            d.e2e.append(float(e))
-    if is_launch_metric(h.metric):  # one value per launch, from all of its rows (framework.core.metrics)
-        by_launch: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for r in requests:
-            by_launch[r.get("launch_id")].append(r)
-        for d in data.values():
-            d.values.clear()
-            for lr in d.launch_rows:
-                v = launch_value(h.metric, by_launch.get(lr["launch_id"], []), dict(h.slo))
-                if v is not None and math.isfinite(v) and v > 0:
-                    d.values[lr["launch_id"]] = [float(v)]
-    for d in data.values():
-        d.launch_rows.sort(key=lambda r: (r.get("replicate", 0), r.get("attempt", 1), r["launch_id"]))
-    return data
-
-
-def _failure_message(r: dict[str, Any]) -> str | None:
-    if r.get("ok"):
-        return None
-    if r.get("error"):
-        return str(r["error"]).strip()
-    tail = [ln for ln in r.get("log_tail") or [] if ln and ln.strip()]
-    return tail[-1].strip() if tail else "failed (no message captured)"
 
 
 # --------------------------------------------------------------------------- the analysis
@@ -219,12 +42,12 @@ def _seed(seed: int, pid: str) -> list[int]:
     return [int(seed), zlib.crc32(pid.encode("utf-8"))]
 
 
-def _losses(d: _Cond) -> dict[str, Any]:
+def _losses(d: ConditionData) -> dict[str, Any]:
     """What a condition lost: launches that failed or served nothing, and measured requests that failed."""
     ok = sum(1 for r in d.launch_rows if r.get("ok"))
     failed = len(d.launch_rows) - ok
     no_data = sum(1 for r in d.launch_rows if r.get("ok") and not d.values.get(r["launch_id"]))
-    failures = sorted({m for m in (_failure_message(r) for r in d.launch_rows) if m})
+    failures = sorted({m for m in (failure_message(r) for r in d.launch_rows) if m})
     total = len(d.launch_rows)
     return {"launches": total, "failed": failed, "without_data": no_data,
             "lost_share": (failed + no_data) / total if total else 0.0,
@@ -246,7 +69,7 @@ def _loss_text(c: Condition, loss: dict[str, Any]) -> str:
     return f"condition {c.label()} lost " + ", ".join(parts)
 
 
-def _need(data: dict[int, _Cond], cells: list[Condition], exclude: frozenset[str]) -> str | None:
+def _need(data: dict[int, ConditionData], cells: list[Condition], exclude: frozenset[str]) -> str | None:
     for c in cells:
         ids, logs = data[c.index].logs(exclude)
         if len(ids) < 2:
@@ -266,7 +89,7 @@ def _need(data: dict[int, _Cond], cells: list[Condition], exclude: frozenset[str
     return None
 
 
-def _loss_note(data: dict[int, _Cond], cells: list[Condition]) -> str:
+def _loss_note(data: dict[int, ConditionData], cells: list[Condition]) -> str:
     notes = [_loss_text(c, loss) for c in cells
              if (loss := _losses(data[c.index]))["failed"] or loss["without_data"] or loss["censored"]]
     return "; ".join(notes)
@@ -279,7 +102,7 @@ def _one(h: Hypothesis, conds: list[Condition], where: dict[str, str]) -> Condit
     return found[0]
 
 
-def _decide(h: Hypothesis, p: Any, data: dict[int, _Cond], conds: list[Condition], a: float, method: str,
+def _decide(h: Hypothesis, p: Any, data: dict[int, ConditionData], conds: list[Condition], a: float, method: str,
             exclude: frozenset[str] = frozenset(), seed: int = 0) -> tuple[decisions.Decision, list[Condition]]:
     """The decision of one comparison prediction at one-sided level `a`, optionally without some launches."""
     if isinstance(p, Interaction):
@@ -340,7 +163,7 @@ def _anytime_effect(cells: list[dict[Any, float]], weights: list[int]) -> tuple[
     return anytime.AnytimeEffect(contrasts, extra={"block_ids": [str(b) for b in blocks]}), ""
 
 
-def _launches(p: Launches, data: dict[int, _Cond], conds: list[Condition], a: float | None = None
+def _launches(p: Launches, data: dict[int, ConditionData], conds: list[Condition], a: float | None = None
               ) -> decisions.Decision:
     """Launch outcomes of the matching conditions: counted, or under `anytime` (`a` given) a test of `p.rate`.
 
@@ -381,11 +204,8 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
     if method not in METHODS:
         raise ValueError(f"unknown analysis method {method!r}; allowed: {list(METHODS)}")
     seed = h.design.seed if seed is None else int(seed)
-    conds = conditions(h)
-    rows = list(rows)
-    distinct, dropped = distinct_rows(rows)
-    data = _collect(h, distinct)
-    empty = evidence.empty_conditions(conds, rows)
+    grouped = group_rows(h, rows)
+    conds, data, dropped, empty = grouped.conditions, grouped.data, grouped.dropped, grouped.empty
 
     # per-condition summaries, variance components and outliers
     summaries: list[ConditionSummary] = []
@@ -403,7 +223,7 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
         comps_by_cond[str(c.index)] = comps.as_dict()
         ok = sum(1 for r in d.launch_rows if r.get("ok"))
         no_data = sum(1 for r in d.launch_rows if r.get("ok") and not d.served.get(r["launch_id"], False))
-        failures = sorted({m for m in (_failure_message(r) for r in d.launch_rows) if m})
+        failures = sorted({m for m in (failure_message(r) for r in d.launch_rows) if m})
         sd = None
         if len(means) >= 2:
             mu = sum(means) / len(means)
