@@ -16,12 +16,13 @@ import math
 import zlib
 from typing import Any, Iterable
 
+from framework.analysis.launches import condition_summary, launch_stats, loss_text, losses, variance_report
 from framework.analysis.models import Analysis, ConditionSummary, MetricSummary, PredictionResult, Verdict
-from framework.analysis.rows import ConditionData, TrialsConflict, distinct_rows, failure_message, group_rows
+from framework.analysis.rows import ConditionData, TrialsConflict, distinct_rows, group_rows
 from framework.core import evidence
 from framework.core.design import Condition, matching
 from framework.core.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
-from framework.stats import anytime, decisions, effects, outliers, sequential, variance
+from framework.stats import anytime, decisions, effects, sequential
 
 __all__ = ["BOOTSTRAP_RESAMPLES", "LOSS_LIMIT", "METHODS", "Analysis", "ConditionSummary", "MetricSummary",
            "PredictionResult", "TrialsConflict", "Verdict", "analyze", "distinct_rows", "sequential_look"]
@@ -42,33 +43,6 @@ def _seed(seed: int, pid: str) -> list[int]:
     return [int(seed), zlib.crc32(pid.encode("utf-8"))]
 
 
-def _losses(d: ConditionData) -> dict[str, Any]:
-    """What a condition lost: launches that failed or served nothing, and measured requests that failed."""
-    ok = sum(1 for r in d.launch_rows if r.get("ok"))
-    failed = len(d.launch_rows) - ok
-    no_data = sum(1 for r in d.launch_rows if r.get("ok") and not d.values.get(r["launch_id"]))
-    failures = sorted({m for m in (failure_message(r) for r in d.launch_rows) if m})
-    total = len(d.launch_rows)
-    return {"launches": total, "failed": failed, "without_data": no_data,
-            "lost_share": (failed + no_data) / total if total else 0.0,
-            "requests": d.measured, "censored": d.censored,
-            "censored_share": d.censored / d.measured if d.measured else 0.0,
-            "failures": failures}
-
-
-def _loss_text(c: Condition, loss: dict[str, Any]) -> str:
-    parts = []
-    if loss["failed"]:
-        first = loss["failures"][0] if loss["failures"] else "no message captured"
-        first = first if len(first) <= 120 else first[:117] + "..."
-        parts.append(f"{loss['failed']} of {loss['launches']} launches failed at start-up ({first!r})")
-    if loss["without_data"]:
-        parts.append(f"{loss['without_data']} launch(es) started but measured nothing")
-    if loss["censored"]:
-        parts.append(f"{loss['censored']} of {loss['requests']} measured requests failed (censored)")
-    return f"condition {c.label()} lost " + ", ".join(parts)
-
-
 def _need(data: dict[int, ConditionData], cells: list[Condition], exclude: frozenset[str]) -> str | None:
     for c in cells:
         ids, logs = data[c.index].logs(exclude)
@@ -78,9 +52,9 @@ def _need(data: dict[int, ConditionData], cells: list[Condition], exclude: froze
             failed = len(d.launch_rows) - ok
             return (f"condition {c.label()} has {len(ids)} launch(es) with measurements "
                     f"({ok} ok, {failed} failed); at least 2 are needed")
-        loss = _losses(data[c.index])
+        loss = losses(data[c.index])
         if loss["lost_share"] > LOSS_LIMIT or loss["censored_share"] > LOSS_LIMIT:
-            return (f"{_loss_text(c, loss)}: more than {LOSS_LIMIT:.0%} lost, so the survivors may not "
+            return (f"{loss_text(c, loss)}: more than {LOSS_LIMIT:.0%} lost, so the survivors may not "
                     f"represent the condition (survivorship); no verdict is drawn from them")
         if max(logs) - min(logs) <= 1e-12 * max(1.0, abs(max(logs))):
             return (f"condition {c.label()}: all {len(ids)} launches have the same mean (zero observed spread), "
@@ -90,8 +64,8 @@ def _need(data: dict[int, ConditionData], cells: list[Condition], exclude: froze
 
 
 def _loss_note(data: dict[int, ConditionData], cells: list[Condition]) -> str:
-    notes = [_loss_text(c, loss) for c in cells
-             if (loss := _losses(data[c.index]))["failed"] or loss["without_data"] or loss["censored"]]
+    notes = [loss_text(c, loss) for c in cells
+             if (loss := losses(data[c.index]))["failed"] or loss["without_data"] or loss["censored"]]
     return "; ".join(notes)
 
 
@@ -207,35 +181,8 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
     grouped = group_rows(h, rows)
     conds, data, dropped, empty = grouped.conditions, grouped.data, grouped.dropped, grouped.empty
 
-    # per-condition summaries, variance components and outliers
-    summaries: list[ConditionSummary] = []
-    flagged: dict[int, list[str]] = {}
-    by_cond_groups: list[list[list[float]]] = []
-    comps_by_cond: dict[str, Any] = {}
-    for c in conds:
-        d = data[c.index]
-        ids, means = d.means()
-        logs = [math.log(v) for v in means]
-        flagged[c.index] = outliers.flag(ids, logs)
-        groups = [[math.log(v) for v in d.values[i]] for i in ids]
-        by_cond_groups.append(groups)
-        comps = variance.components(groups)
-        comps_by_cond[str(c.index)] = comps.as_dict()
-        ok = sum(1 for r in d.launch_rows if r.get("ok"))
-        no_data = sum(1 for r in d.launch_rows if r.get("ok") and not d.served.get(r["launch_id"], False))
-        failures = sorted({m for m in (failure_message(r) for r in d.launch_rows) if m})
-        sd = None
-        if len(means) >= 2:
-            mu = sum(means) / len(means)
-            sd = math.sqrt(sum((v - mu) ** 2 for v in means) / (len(means) - 1))
-        summaries.append(ConditionSummary(
-            index=c.index, levels=dict(c.levels),
-            launches={"ok": ok, "failed": len(d.launch_rows) - ok, "without_data": no_data},
-            metric=MetricSummary(
-                name=h.metric, mean=(sum(means) / len(means)) if means else None, launch_means=means,
-                sd_between=sd, launch_ids=ids,
-                geometric_mean=math.exp(sum(logs) / len(logs)) if logs else None),
-            failures=failures, outlier_launches=flagged[c.index], variance=comps.as_dict()))
+    stats = {c.index: launch_stats(data[c.index]) for c in conds}
+    flagged = {i: st.outliers for i, st in stats.items()}
 
     results: list[PredictionResult] = []
     comparisons: list[tuple[Any, str]] = []
@@ -260,7 +207,7 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
         if lost and not reason.startswith("condition "):
             reason += f"; {lost}"
         if lost:
-            det["losses"] = {c.label(): _losses(data[c.index]) for c in cells}
+            det["losses"] = {c.label(): losses(data[c.index]) for c in cells}
         out = frozenset(i for c in cells for i in flagged[c.index])
         if out:
             alt, _ = _decide(h, p, data, conds, a, method, exclude=out, seed=seed)
@@ -300,37 +247,13 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
                         "prediction is refuted (a count; under anytime a test, and so one of the m) or a comparison "
                         "is refuted at the Bonferroni level alpha/m"}
 
-    pooled = variance.pooled_components(by_cond_groups)
-    startup = [r["startup_s"] for d in data.values() for r in d.launch_rows
-               if r.get("ok") and isinstance(r.get("startup_s"), (int, float)) and r["startup_s"] > 0]
-    e2e = [v for d in data.values() for v in d.e2e]
-    launch_cost = sum(startup) / len(startup) if startup else None
-    request_cost = sum(e2e) / len(e2e) if e2e else None
-    m_star = None
-    note = None
-    if pooled.var_between is not None and pooled.var_within is not None and launch_cost and request_cost:
-        m = variance.optimal_requests(pooled.var_between, pooled.var_within, launch_cost, request_cost)
-        if math.isfinite(m):
-            m_star = m
-        else:
-            note = "no between-launch variance detected: more requests per launch are always cheaper"
-    for summary in summaries:  # per-condition m* (conditions differ: EAGLE's per-request noise is larger)
-        comp = summary.variance or {}
-        m_c = None
-        if comp.get("var_between") and comp.get("var_within") is not None and launch_cost and request_cost:
-            m_c = variance.optimal_requests(comp["var_between"], comp["var_within"], launch_cost, request_cost)
-        comp["optimal_requests"] = m_c
-        comps_by_cond[str(summary.index)]["optimal_requests"] = m_c
+    var = variance_report(data, stats)
+    summaries = [condition_summary(h.metric, c, data[c.index], stats[c.index], dict(var["by_condition"][str(c.index)]))
+                 for c in conds]
     details: dict[str, Any] = {
         "method": method, "alpha": alpha, "one_sided_alpha": a, "ci_level": 1 - 2 * a,
         "scale": "log", "unit_of_replication": "launch", "metric": h.metric,
-        "variance": {
-            "pooled": pooled.as_dict(), "by_condition": comps_by_cond,
-            "launch_cost_s": launch_cost, "request_cost_s": request_cost,
-            "optimal_requests_per_launch": m_star,
-            "recommended_requests_per_launch": max(1, math.ceil(m_star)) if m_star is not None else None,
-            "note": note,
-        },
+        "variance": var,
         "outliers": {str(k): v for k, v in flagged.items() if v},
         "hypothesis_rule": hyp_rule,
         "seed": seed,
