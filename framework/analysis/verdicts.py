@@ -8,161 +8,40 @@ The run calls it once at the end (or `sequential_look` at every look, for sequen
 The unit of replication is the launch: a launch's metric is the mean over its measured requests
 (not warm-up, ok), and every comparison works on the log of those per-launch values. The decision
 rules are in `framework.stats.decisions`, the formulas and references in docs/statistics.md.
+
+The analysis runs in four phases, each a pure function of the one before:
+`framework.analysis.rows` (the rows, each launch and request once, grouped by condition and launch),
+`framework.analysis.launches` (per-launch values, outliers, losses, variance components),
+`framework.analysis.predictions` (each prediction decided at its level), and here the combination
+into one verdict (the hypothesis-level refutation rule) and the `Analysis` it returns. The names
+other modules import from here (the models in `framework.analysis.models`, `distinct_rows`,
+`TrialsConflict`, the constants) are re-exported.
 """
 
 from __future__ import annotations
 
-import math
-import zlib
 from typing import Any, Iterable
 
-from framework.analysis.launches import condition_summary, launch_stats, loss_text, losses, variance_report
+from framework.analysis.launches import condition_summary, launch_stats, variance_report
 from framework.analysis.models import Analysis, ConditionSummary, MetricSummary, PredictionResult, Verdict
-from framework.analysis.rows import ConditionData, TrialsConflict, distinct_rows, group_rows
-from framework.core import evidence
-from framework.core.design import Condition, matching
-from framework.core.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
-from framework.stats import anytime, decisions, effects, sequential
+from framework.analysis.predictions import (
+    BOOTSTRAP_RESAMPLES,
+    LOSS_LIMIT,
+    METHODS,
+    decide,
+    decide_launches,
+    decide_predictions,
+)
+from framework.analysis.rows import GroupedRows, TrialsConflict, distinct_rows, group_rows
+from framework.core.spec import Hypothesis, Launches
+from framework.stats import sequential
 
 __all__ = ["BOOTSTRAP_RESAMPLES", "LOSS_LIMIT", "METHODS", "Analysis", "ConditionSummary", "MetricSummary",
            "PredictionResult", "TrialsConflict", "Verdict", "analyze", "distinct_rows", "sequential_look"]
 
-METHODS = ("welch", "rank", "bootstrap", "anytime")
-BOOTSTRAP_RESAMPLES = 4000
-# A comparison whose condition lost more than this share of its launches (failed at start-up or
-# served nothing) or of its measured requests is inconclusive: the survivors may not represent the
-# condition (docs/statistics.md, section 3, "What was lost").
-LOSS_LIMIT = 0.2
-
-
-# --------------------------------------------------------------------------- the analysis
-
-
-def _seed(seed: int, pid: str) -> list[int]:
-    """Bootstrap seed: the run's effective design seed (as recorded) and the prediction id."""
-    return [int(seed), zlib.crc32(pid.encode("utf-8"))]
-
-
-def _need(data: dict[int, ConditionData], cells: list[Condition], exclude: frozenset[str]) -> str | None:
-    for c in cells:
-        ids, logs = data[c.index].logs(exclude)
-        if len(ids) < 2:
-            d = data[c.index]
-            ok = sum(1 for r in d.launch_rows if r.get("ok"))
-            failed = len(d.launch_rows) - ok
-            return (f"condition {c.label()} has {len(ids)} launch(es) with measurements "
-                    f"({ok} ok, {failed} failed); at least 2 are needed")
-        loss = losses(data[c.index])
-        if loss["lost_share"] > LOSS_LIMIT or loss["censored_share"] > LOSS_LIMIT:
-            return (f"{loss_text(c, loss)}: more than {LOSS_LIMIT:.0%} lost, so the survivors may not "
-                    f"represent the condition (survivorship); no verdict is drawn from them")
-        if max(logs) - min(logs) <= 1e-12 * max(1.0, abs(max(logs))):
-            return (f"condition {c.label()}: all {len(ids)} launches have the same mean (zero observed spread), "
-                    f"so the interval would have zero width; a metric that does not vary between launches "
-                    f"was not measured (constant or cached answers), and no verdict is drawn from it")
-    return None
-
-
-def _loss_note(data: dict[int, ConditionData], cells: list[Condition]) -> str:
-    notes = [loss_text(c, loss) for c in cells
-             if (loss := losses(data[c.index]))["failed"] or loss["without_data"] or loss["censored"]]
-    return "; ".join(notes)
-
-
-def _one(h: Hypothesis, conds: list[Condition], where: dict[str, str]) -> Condition:
-    found = matching(conds, where)
-    if len(found) != 1:
-        raise ValueError(f"where {where} selects {len(found)} conditions, expected 1")
-    return found[0]
-
-
-def _decide(h: Hypothesis, p: Any, data: dict[int, ConditionData], conds: list[Condition], a: float, method: str,
-            exclude: frozenset[str] = frozenset(), seed: int = 0) -> tuple[decisions.Decision, list[Condition]]:
-    """The decision of one comparison prediction at one-sided level `a`, optionally without some launches."""
-    if isinstance(p, Interaction):
-        ref = h.factors[p.factor].reference
-        by_ref = effective_reference(h, p)
-        keys = [(p.level, p.by_level), (ref, p.by_level), (p.level, by_ref), (ref, by_ref)]
-        cells = [_one(h, conds, {**p.where, p.factor: f, p.by: b}) for f, b in keys]
-        missing = _need(data, cells, exclude)
-        if missing:
-            return decisions.Decision("inconclusive", missing), cells
-        logs = {k: data[c.index].logs(exclude)[1] for k, c in zip(keys, cells)}
-        if method == "anytime":
-            eff_any, why = _anytime_effect([data[c.index].by_block(exclude) for c in cells], [1, -1, -1, 1])
-            if eff_any is None:
-                return decisions.Decision("inconclusive", why), cells
-            return decisions.interaction(eff_any, p.min_effect, p.direction, a), cells
-        if method == "welch":
-            eff: effects.LogEffect = effects.interaction_ols(logs, p.factor, ref, p.level, p.by, by_ref, p.by_level)
-        else:  # the rank method has no standard interaction test: both robust methods use bootstrap-t
-            eff = effects.bootstrap_t([logs[k] for k in keys], [1, -1, -1, 1], seed=_seed(seed, p.id),
-                                      resamples=BOOTSTRAP_RESAMPLES)
-        return decisions.interaction(eff, p.min_effect, p.direction, a), cells
-    ref = h.factors[p.factor].reference
-    treat = _one(h, conds, {**p.where, p.factor: p.level})
-    base = _one(h, conds, {**p.where, p.factor: ref})
-    cells = [treat, base]
-    missing = _need(data, cells, exclude)
-    if missing:
-        return decisions.Decision("inconclusive", missing), cells
-    x = data[treat.index].logs(exclude)[1]
-    y = data[base.index].logs(exclude)[1]
-    if method == "anytime":
-        eff_any, why = _anytime_effect([data[treat.index].by_block(exclude), data[base.index].by_block(exclude)],
-                                       [1, -1])
-        if eff_any is None:
-            return decisions.Decision("inconclusive", why), cells
-        eff = eff_any
-    elif method == "welch":
-        eff = effects.welch(x, y)
-    elif method == "rank":
-        eff = effects.hodges_lehmann(x, y)
-    else:
-        eff = effects.bootstrap_t([x, y], [1, -1], seed=_seed(seed, p.id), resamples=BOOTSTRAP_RESAMPLES)
-    if isinstance(p, Equivalent):
-        return decisions.equivalent(eff, p.margin, a), cells
-    if isinstance(p, Increase):
-        return decisions.increase(eff, p.min_effect, a), cells
-    assert isinstance(p, Decrease)
-    return decisions.decrease(eff, p.min_effect, a), cells
-
-
-def _anytime_effect(cells: list[dict[Any, float]], weights: list[int]) -> tuple[Any, str]:
-    """The anytime-valid effect of the blocks every cell completed, or None and why not."""
-    contrasts, blocks = anytime.block_contrasts(cells, weights)
-    if len(contrasts) < 2:
-        return None, (f"{len(contrasts)} block(s) with a measured launch in every condition compared; "
-                      f"the anytime analysis needs at least 2")
-    return anytime.AnytimeEffect(contrasts, extra={"block_ids": [str(b) for b in blocks]}), ""
-
-
-def _launches(p: Launches, data: dict[int, ConditionData], conds: list[Condition], a: float | None = None
-              ) -> decisions.Decision:
-    """Launch outcomes of the matching conditions: counted, or under `anytime` (`a` given) a test of `p.rate`.
-
-    Outcomes go in block order (replicate, then condition), so that the anytime rule's looks, the
-    ends of blocks, are prefixes of the run's own sequence of launches.
-    """
-    outcomes = []
-    for c in matching(conds, p.where):
-        d = data[c.index]
-        for i, r in enumerate(d.launch_rows):
-            ok = bool(r.get("ok")) and d.served.get(r["launch_id"], True)
-            err = r.get("error")
-            if r.get("ok") and not ok:
-                err = "started but served no request"
-            outcomes.append(decisions.LaunchOutcome(r["launch_id"], ok, err, tuple(r.get("log_tail") or ()),
-                                                    r.get("failure_class"), r.get("replicate", i)))
-    if a is not None:
-        outcomes.sort(key=lambda o: (str(type(o.block)), o.block))  # stable: conditions stay in order
-    return decisions.launches(outcomes, p.expect, p.match, p.failure_class, rate=p.rate, a=a)
-
-
-def _finite_ci(ci: tuple[float, float] | None) -> list[float] | None:
-    if ci is None or not all(math.isfinite(v) for v in ci):
-        return None
-    return [float(ci[0]), float(ci[1])]
+_RULE = ("supported iff every prediction is (intersection-union); refuted iff a launch-outcome prediction is "
+        "refuted (a count; under anytime a test, and so one of the m) or a comparison is refuted at the "
+        "Bonferroni level alpha/m")
 
 
 def _comparisons(h: Hypothesis, method: str) -> int:
@@ -173,106 +52,89 @@ def _comparisons(h: Hypothesis, method: str) -> int:
     return sum(1 for p in h.predictions if method == "anytime" or not isinstance(p, Launches))
 
 
-def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method: str, a: float,
-             a_refute: float | None = None, seed: int | None = None) -> Analysis:
-    if method not in METHODS:
-        raise ValueError(f"unknown analysis method {method!r}; allowed: {list(METHODS)}")
-    seed = h.design.seed if seed is None else int(seed)
-    grouped = group_rows(h, rows)
-    conds, data, dropped, empty = grouped.conditions, grouped.data, grouped.dropped, grouped.empty
+def hypothesis_rule(h: Hypothesis, rows: GroupedRows, results: list[PredictionResult],
+                    tests: list[tuple[Any, Verdict]], a: float, refute_level: float, method: str,
+                    seed: int) -> dict[str, Any]:
+    """Which predictions refute the hypothesis: the error is controlled across the m tests (Bonferroni).
 
-    stats = {c.index: launch_stats(data[c.index]) for c in conds}
-    flagged = {i: st.outliers for i, st in stats.items()}
-
-    results: list[PredictionResult] = []
-    comparisons: list[tuple[Any, str]] = []
-    for p in h.predictions:
-        if isinstance(p, Launches):
-            dec = _launches(p, data, conds, a if method == "anytime" else None)
-            verdict, reason = evidence.capped(dec.verdict, dec.reason,
-                                              [empty[c.index] for c in matching(conds, p.where) if c.index in empty])
-            det = dict(dec.details)
-            if dec.p_value is not None:
-                det["p_anytime"] = dec.p_value  # valid under any stopping: the sweep adjusts this one
-                comparisons.append((p, verdict))
-            results.append(PredictionResult(id=p.id, kind=p.kind, verdict=verdict, estimate=dec.estimate,
-                                            ci=_finite_ci(dec.ci), p_value=dec.p_value, reason=reason, details=det))
-            continue
-        dec, cells = _decide(h, p, data, conds, a, method, seed=seed)
-        reason = dec.reason
-        det = dict(dec.details)
-        if method == "anytime" and dec.p_value is not None:
-            det["p_anytime"] = dec.p_value  # valid under any stopping: the sweep adjusts this one
-        lost = _loss_note(data, cells)
-        if lost and not reason.startswith("condition "):
-            reason += f"; {lost}"
-        if lost:
-            det["losses"] = {c.label(): losses(data[c.index]) for c in cells}
-        out = frozenset(i for c in cells for i in flagged[c.index])
-        if out:
-            alt, _ = _decide(h, p, data, conds, a, method, exclude=out, seed=seed)
-            det["sensitivity"] = {"exploratory": True, "without_launches": sorted(out), "verdict": alt.verdict,
-                                  "reason": alt.reason,
-                                  "note": "a look after the data, not a test: its error rate is not controlled"}
-            names = ", ".join(sorted(out))
-            reason += (f"; launch(es) {names} outside Tukey's fences (flagged for inspection only: the verdict "
-                       f"uses every launch; an exploratory re-analysis without them is in details.sensitivity)")
-        verdict, reason = evidence.capped(dec.verdict, reason, [empty[c.index] for c in cells if c.index in empty])
-        results.append(PredictionResult(id=p.id, kind=p.kind, verdict=verdict, estimate=dec.estimate,
-                                        ci=_finite_ci(dec.ci), p_value=dec.p_value, reason=reason, details=det))
-        comparisons.append((p, verdict))
-
-    # hypothesis-level refutation, error-controlled across the predictions that can refute it (Bonferroni)
-    m = len(comparisons)
-    refute_level = a if a_refute is None else a_refute
+    A test refuted at its own level `a` refutes the hypothesis only when it is refuted again at
+    `refute_level` (alpha / m; no re-decision needed when m <= 1); a launch-outcome count that is
+    refuted refutes it as it stands.
+    """
+    m = len(tests)
     refuters: list[str] = []
-    for p, verdict in comparisons:
+    for p, verdict in tests:
         if verdict != "refuted":
             continue
         if m <= 1 or refute_level >= a:
             refuters.append(p.id)
             continue
         if isinstance(p, Launches):
-            again = _launches(p, data, conds, refute_level)
+            again = decide_launches(p, rows.data, rows.conditions, refute_level)
         else:
-            again, _ = _decide(h, p, data, conds, refute_level, method, seed=seed)
+            again, _ = decide(h, p, rows.data, rows.conditions, refute_level, method, seed=seed)
         if again.verdict == "refuted":
             refuters.append(p.id)
-    tested = {p.id for p, _ in comparisons}
+    tested = {p.id for p, _ in tests}
     launch_refuted = [r.id for r in results if r.kind == "launches" and r.verdict == "refuted"
                       and r.id not in tested]
-    hyp_rule = {"refute_one_sided_alpha": refute_level, "comparisons": m,
-                "refuted_by": refuters + launch_refuted,
-                "rule": "supported iff every prediction is (intersection-union); refuted iff a launch-outcome "
-                        "prediction is refuted (a count; under anytime a test, and so one of the m) or a comparison "
-                        "is refuted at the Bonferroni level alpha/m"}
+    return {"refute_one_sided_alpha": refute_level, "comparisons": m, "refuted_by": refuters + launch_refuted,
+            "rule": _RULE}
 
-    var = variance_report(data, stats)
-    summaries = [condition_summary(h.metric, c, data[c.index], stats[c.index], dict(var["by_condition"][str(c.index)]))
-                 for c in conds]
+
+def combine(results: list[PredictionResult], rule: dict[str, Any], empty: dict[int, str]
+            ) -> tuple[Verdict, str | None]:
+    """The hypothesis's verdict from its predictions' and the refutation rule, and a note when they seem to differ.
+
+    Supported iff every prediction is (intersection-union), refuted iff the rule names a refuter;
+    a run in which a condition measured nothing claims nothing (framework.core.evidence).
+    """
+    verdicts = [r.verdict for r in results]
+    note = None
+    if all(v == "supported" for v in verdicts) and verdicts:
+        verdict: Verdict = "supported"
+    elif rule["refuted_by"]:
+        verdict = "refuted"
+    else:
+        verdict = "inconclusive"
+        if any(v == "refuted" for v in verdicts):
+            note = (f"a prediction is refuted at its own level, but not at the hypothesis-level "
+                    f"one-sided {rule['refute_one_sided_alpha']:.3g} (alpha / {rule['comparisons']} comparisons)")
+    if empty:
+        verdict = "inconclusive"
+    return verdict, note
+
+
+def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method: str, a: float,
+             a_refute: float | None = None, seed: int | None = None) -> Analysis:
+    """The four phases: rows grouped, per-launch values, predictions decided, one verdict."""
+    if method not in METHODS:
+        raise ValueError(f"unknown analysis method {method!r}; allowed: {list(METHODS)}")
+    seed = h.design.seed if seed is None else int(seed)
+    grouped = group_rows(h, rows)
+    stats = {c.index: launch_stats(grouped.data[c.index]) for c in grouped.conditions}
+    flagged = {i: s.outliers for i, s in stats.items()}
+    results, tests = decide_predictions(h, grouped, flagged, a, method, seed)
+    refute_level = a if a_refute is None else a_refute
+    rule = hypothesis_rule(h, grouped, results, tests, a, refute_level, method, seed)
+    var = variance_report(grouped.data, stats)
+    summaries = [condition_summary(h.metric, c, grouped.data[c.index], stats[c.index],
+                                   dict(var["by_condition"][str(c.index)])) for c in grouped.conditions]
+    verdict, note = combine(results, rule, grouped.empty)
+    if note is not None:
+        rule = {**rule, "note": note}
     details: dict[str, Any] = {
         "method": method, "alpha": alpha, "one_sided_alpha": a, "ci_level": 1 - 2 * a,
         "scale": "log", "unit_of_replication": "launch", "metric": h.metric,
         "variance": var,
         "outliers": {str(k): v for k, v in flagged.items() if v},
-        "hypothesis_rule": hyp_rule,
+        "hypothesis_rule": rule,
         "seed": seed,
-        "duplicates_dropped": dropped,
-        "superseded_attempts": sorted(i for d in data.values() for i in d.superseded),
+        "duplicates_dropped": grouped.dropped,
+        "superseded_attempts": sorted(i for d in grouped.data.values() for i in d.superseded),
     }
-    verdicts = [r.verdict for r in results]
-    if all(v == "supported" for v in verdicts) and verdicts:
-        verdict: Verdict = "supported"
-    elif refuters or launch_refuted:
-        verdict = "refuted"
-    else:
-        verdict = "inconclusive"
-        if any(v == "refuted" for v in verdicts):
-            hyp_rule["note"] = (f"a prediction is refuted at its own level, but not at the hypothesis-level "
-                                f"one-sided {refute_level:.3g} (alpha / {hyp_rule['comparisons']} comparisons)")
-    if empty:  # a run in which a condition measured nothing claims nothing (framework.core.evidence)
-        details["no_data"] = {str(k): v for k, v in sorted(empty.items())}
-        verdict = "inconclusive"
+    if grouped.empty:  # a run in which a condition measured nothing claims nothing (framework.core.evidence)
+        details["no_data"] = {str(k): v for k, v in sorted(grouped.empty.items())}
     return Analysis(verdict=verdict, predictions=results, conditions=summaries, details=details)
 
 
