@@ -58,12 +58,14 @@ def _need(data: dict[int, ConditionData], cells: list[Condition], exclude: froze
 
 
 def _loss_note(data: dict[int, ConditionData], cells: list[Condition]) -> str:
+    """What the compared conditions lost, in words, for the reason ('' when nothing was lost)."""
     notes = [loss_text(c, loss) for c in cells
              if (loss := losses(data[c.index]))["failed"] or loss["without_data"] or loss["censored"]]
     return "; ".join(notes)
 
 
 def _one(h: Hypothesis, conds: list[Condition], where: dict[str, str]) -> Condition:
+    """The one condition `where` selects (a comparison's cell); a spec that selects more or none is an error."""
     found = matching(conds, where)
     if len(found) != 1:
         raise ValueError(f"where {where} selects {len(found)} conditions, expected 1")
@@ -154,6 +156,7 @@ def decide_launches(p: Launches, data: dict[int, ConditionData], conds: list[Con
 
 
 def _finite_ci(ci: tuple[float, float] | None) -> list[float] | None:
+    """The interval as the record stores it: None when unbounded, so that the record is strict JSON."""
     if ci is None or not all(math.isfinite(v) for v in ci):
         return None
     return [float(ci[0]), float(ci[1])]

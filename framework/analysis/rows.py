@@ -40,11 +40,13 @@ class ConditionData:
     superseded: list[str] = field(default_factory=list)  # interrupted attempts re-run later in the same file
 
     def means(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
+        """Ids and metric means of the ok launches that measured something, apart from `exclude`."""
         ids = [r["launch_id"] for r in self.launch_rows if r.get("ok") and r["launch_id"] not in exclude
                and self.values.get(r["launch_id"])]
         return ids, [sum(self.values[i]) / len(self.values[i]) for i in ids]
 
     def logs(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
+        """`means` on the log scale, which every comparison works on."""
         ids, m = self.means(exclude)
         return ids, [math.log(v) for v in m]
 
