@@ -8,365 +8,40 @@ The run calls it once at the end (or `sequential_look` at every look, for sequen
 The unit of replication is the launch: a launch's metric is the mean over its measured requests
 (not warm-up, ok), and every comparison works on the log of those per-launch values. The decision
 rules are in `framework.stats.decisions`, the formulas and references in docs/statistics.md.
+
+The analysis runs in four phases, each a pure function of the one before:
+`framework.analysis.rows` (the rows, each launch and request once, grouped by condition and launch),
+`framework.analysis.launches` (per-launch values, outliers, losses, variance components),
+`framework.analysis.predictions` (each prediction decided at its level), and here the combination
+into one verdict (the hypothesis-level refutation rule) and the `Analysis` it returns. The names
+other modules import from here (the models in `framework.analysis.models`, `distinct_rows`,
+`TrialsConflict`, the constants) are re-exported.
 """
 
 from __future__ import annotations
 
-import math
-import zlib
-from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable
 
-from pydantic import BaseModel
+from framework.analysis.launches import condition_summary, launch_stats, variance_report
+from framework.analysis.models import Analysis, ConditionSummary, MetricSummary, PredictionResult, Verdict
+from framework.analysis.predictions import (
+    BOOTSTRAP_RESAMPLES,
+    LOSS_LIMIT,
+    METHODS,
+    decide,
+    decide_launches,
+    decide_predictions,
+)
+from framework.analysis.rows import GroupedRows, TrialsConflict, distinct_rows, group_rows
+from framework.core.spec import Hypothesis, Launches
+from framework.stats import sequential
 
-from framework.core import evidence
-from framework.core.design import Condition, conditions, matching
-from framework.core.metrics import is_launch_metric, launch_value
-from framework.core.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
-from framework.core.vocabulary import ANALYSIS_METHODS
-from framework.stats import anytime, decisions, effects, outliers, sequential, variance
+__all__ = ["BOOTSTRAP_RESAMPLES", "LOSS_LIMIT", "METHODS", "Analysis", "ConditionSummary", "MetricSummary",
+           "PredictionResult", "TrialsConflict", "Verdict", "analyze", "distinct_rows", "sequential_look"]
 
-Verdict = Literal["supported", "refuted", "inconclusive"]
-METHODS = ANALYSIS_METHODS
-BOOTSTRAP_RESAMPLES = 4000
-# A comparison whose condition lost more than this share of its launches (failed at start-up or
-# served nothing) or of its measured requests is inconclusive: the survivors may not represent the
-# condition (docs/statistics.md, section 3, "What was lost").
-LOSS_LIMIT = 0.2
-# Rows that describe the same launch or request may differ only in these bookkeeping fields.
-_BOOKKEEPING = frozenset({"reused_from"})
-
-
-class TrialsConflict(ValueError):
-    """Two rows of a trials file claim the same launch or request with different content."""
-
-
-class MetricSummary(BaseModel):
-    name: str
-    mean: float | None  # mean over launches of the per-launch metric, in the metric's unit
-    launch_means: list[float] = []
-    sd_between: float | None = None  # sample sd of the per-launch metric, in the metric's unit
-    launch_ids: list[str] = []  # the launches of `launch_means`, in the same order
-    geometric_mean: float | None = None  # exp(mean of log per-launch metric): what ratios compare
-
-
-class ConditionSummary(BaseModel):
-    index: int
-    levels: dict[str, str]
-    launches: dict[str, int]  # {"ok": n, "failed": n, "without_data": n}
-    metric: MetricSummary
-    failures: list[str] = []  # distinct start-up failure messages
-    outlier_launches: list[str] = []
-    variance: dict[str, Any] | None = None  # log-scale variance components (stats.variance.Components)
-
-
-class PredictionResult(BaseModel):
-    id: str
-    kind: str
-    verdict: Verdict
-    estimate: float | None = None
-    ci: list[float] | None = None
-    p_value: float | None = None
-    reason: str
-    details: dict[str, Any] = {}
-
-
-class Analysis(BaseModel):
-    verdict: Verdict
-    predictions: list[PredictionResult]
-    conditions: list[ConditionSummary]
-    details: dict[str, Any] = {}
-
-
-# --------------------------------------------------------------------------- collecting rows
-
-
-@dataclass
-class _Cond:
-    cond: Condition
-    launch_rows: list[dict[str, Any]] = field(default_factory=list)
-    values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # measured, per launch
-    served: dict[str, bool] = field(default_factory=dict)  # launch id -> any ok request (if requests sent)
-    e2e: list[float] = field(default_factory=list)
-    measured: int = 0  # measured (not warm-up) request rows of launches that started
-    censored: int = 0  # of those, the ones that failed (no value of any metric)
-    superseded: list[str] = field(default_factory=list)  # interrupted attempts re-run later in the same file
-
-    def means(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
-        ids = [r["launch_id"] for r in self.launch_rows if r.get("ok") and r["launch_id"] not in exclude
-               and self.values.get(r["launch_id"])]
-        return ids, [sum(self.values[i]) / len(self.values[i]) for i in ids]
-
-    def logs(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
-        ids, m = self.means(exclude)
-        return ids, [math.log(v) for v in m]
-
-    def by_block(self, exclude: frozenset[str] = frozenset()) -> dict[Any, float]:
-        """Log launch means keyed by the launch's block (replicate; its position when rows carry none)."""
-        ids, logs = self.logs(exclude)
-        block = {r["launch_id"]: r.get("replicate", i) for i, r in enumerate(self.launch_rows)}
-        return {block[i]: x for i, x in zip(ids, logs, strict=False)}
-
-
-def distinct_rows(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Each launch (by `launch_id`) and each request (by `trial_id`) once, and how many copies were dropped.
-
-    A copy that repeats a row exactly (apart from bookkeeping such as `reused_from`) is dropped, so
-    a launch written twice is never counted twice; two rows that claim the same id with different
-    content raise `TrialsConflict`: the file no longer says what happened, and no verdict should
-    be drawn from it.
-    """
-    seen: dict[tuple[str, str], dict[str, Any]] = {}
-    out: list[dict[str, Any]] = []
-    dropped = {"launch": 0, "request": 0}
-    for r in rows:
-        kind = r.get("kind")
-        key_field = {"launch": "launch_id", "request": "trial_id"}.get(str(kind))
-        if key_field is None or r.get(key_field) is None:
-            out.append(r)
-            continue
-        key = (str(kind), str(r[key_field]))
-        core = {k: v for k, v in r.items() if k not in _BOOKKEEPING}
-        prev = seen.get(key)
-        if prev is None:
-            seen[key] = core
-            out.append(r)
-        elif prev == core:
-            dropped[str(kind)] += 1
-        else:
-            diff = sorted(k for k in set(prev) | set(core) if prev.get(k) != core.get(k))
-            raise TrialsConflict(f"the trials file has conflicting rows for {kind} {r[key_field]!r} "
-                                 f"(they differ in {', '.join(diff)}); refusing to analyse it")
-    return out, dropped
-
-
-def _superseded(launch_rows: list[dict[str, Any]]) -> set[str]:
-    """Launch ids of attempts that a later attempt of the same condition and replicate replaced.
-
-    Only an interrupted launch is ever re-run (a resume reuses every complete one), so when a
-    resume writes into the run's own file the interrupted attempt stays there beside its re-run;
-    the re-run is the launch, the interrupted attempt is set aside.
-    """
-    latest: dict[tuple[Any, Any], int] = {}
-    for r in launch_rows:
-        if r.get("replicate") is not None:
-            key = (r.get("condition"), r["replicate"])
-            latest[key] = max(latest.get(key, 0), int(r.get("attempt") or 1))
-    return {r["launch_id"] for r in launch_rows if r.get("replicate") is not None
-            and int(r.get("attempt") or 1) < latest[(r.get("condition"), r["replicate"])]}
-
-
-def _collect(h: Hypothesis, distinct: list[dict[str, Any]]) -> dict[int, _Cond]:
-    """Per condition, its launches and values, from rows already made distinct (`distinct_rows`)."""
-    data = {c.index: _Cond(c) for c in conditions(h)}
-    launch_cond: dict[str, int] = {}
-    launch_rows = [r for r in distinct if r.get("kind") == "launch" and r.get("condition") in data]
-    gone = _superseded(launch_rows)
-    for r in launch_rows:
-        if r["launch_id"] in gone:
-            data[r["condition"]].superseded.append(r["launch_id"])
-            continue
-        data[r["condition"]].launch_rows.append(r)
-        launch_cond[r["launch_id"]] = r["condition"]
-    requests = [r for r in distinct if r.get("kind") == "request" and r.get("launch_id") not in gone]
-    for r in requests:
-        c = launch_cond.get(r.get("launch_id"), r.get("condition"))
-        if c not in data:
-            continue
-        d = data[c]
-        lid = r["launch_id"]
-        d.served[lid] = d.served.get(lid, False) or bool(r.get("ok"))
-        if not r.get("warmup"):
-            d.measured += 1
-            d.censored += 0 if r.get("ok") else 1
-        if r.get("warmup") or not r.get("ok"):
-            continue
-        v = r.get(h.metric)
-        if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
-            d.values[lid].append(float(v))
-        e = r.get("e2e_s")
-        if isinstance(e, (int, float)) and math.isfinite(e) and e > 0:
-            d.e2e.append(float(e))
-    if is_launch_metric(h.metric):  # one value per launch, from all of its rows (framework.core.metrics)
-        by_launch: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for r in requests:
-            by_launch[r.get("launch_id")].append(r)
-        for d in data.values():
-            d.values.clear()
-            for lr in d.launch_rows:
-                v = launch_value(h.metric, by_launch.get(lr["launch_id"], []), dict(h.slo))
-                if v is not None and math.isfinite(v) and v > 0:
-                    d.values[lr["launch_id"]] = [float(v)]
-    for d in data.values():
-        d.launch_rows.sort(key=lambda r: (r.get("replicate", 0), r.get("attempt", 1), r["launch_id"]))
-    return data
-
-
-def _failure_message(r: dict[str, Any]) -> str | None:
-    if r.get("ok"):
-        return None
-    if r.get("error"):
-        return str(r["error"]).strip()
-    tail = [ln for ln in r.get("log_tail") or [] if ln and ln.strip()]
-    return tail[-1].strip() if tail else "failed (no message captured)"
-
-
-# --------------------------------------------------------------------------- the analysis
-
-
-def _seed(seed: int, pid: str) -> list[int]:
-    """Bootstrap seed: the run's effective design seed (as recorded) and the prediction id."""
-    return [int(seed), zlib.crc32(pid.encode("utf-8"))]
-
-
-def _losses(d: _Cond) -> dict[str, Any]:
-    """What a condition lost: launches that failed or served nothing, and measured requests that failed."""
-    ok = sum(1 for r in d.launch_rows if r.get("ok"))
-    failed = len(d.launch_rows) - ok
-    no_data = sum(1 for r in d.launch_rows if r.get("ok") and not d.values.get(r["launch_id"]))
-    failures = sorted({m for m in (_failure_message(r) for r in d.launch_rows) if m})
-    total = len(d.launch_rows)
-    return {"launches": total, "failed": failed, "without_data": no_data,
-            "lost_share": (failed + no_data) / total if total else 0.0,
-            "requests": d.measured, "censored": d.censored,
-            "censored_share": d.censored / d.measured if d.measured else 0.0,
-            "failures": failures}
-
-
-def _loss_text(c: Condition, loss: dict[str, Any]) -> str:
-    parts = []
-    if loss["failed"]:
-        first = loss["failures"][0] if loss["failures"] else "no message captured"
-        first = first if len(first) <= 120 else first[:117] + "..."
-        parts.append(f"{loss['failed']} of {loss['launches']} launches failed at start-up ({first!r})")
-    if loss["without_data"]:
-        parts.append(f"{loss['without_data']} launch(es) started but measured nothing")
-    if loss["censored"]:
-        parts.append(f"{loss['censored']} of {loss['requests']} measured requests failed (censored)")
-    return f"condition {c.label()} lost " + ", ".join(parts)
-
-
-def _need(data: dict[int, _Cond], cells: list[Condition], exclude: frozenset[str]) -> str | None:
-    for c in cells:
-        ids, logs = data[c.index].logs(exclude)
-        if len(ids) < 2:
-            d = data[c.index]
-            ok = sum(1 for r in d.launch_rows if r.get("ok"))
-            failed = len(d.launch_rows) - ok
-            return (f"condition {c.label()} has {len(ids)} launch(es) with measurements "
-                    f"({ok} ok, {failed} failed); at least 2 are needed")
-        loss = _losses(data[c.index])
-        if loss["lost_share"] > LOSS_LIMIT or loss["censored_share"] > LOSS_LIMIT:
-            return (f"{_loss_text(c, loss)}: more than {LOSS_LIMIT:.0%} lost, so the survivors may not "
-                    f"represent the condition (survivorship); no verdict is drawn from them")
-        if max(logs) - min(logs) <= 1e-12 * max(1.0, abs(max(logs))):
-            return (f"condition {c.label()}: all {len(ids)} launches have the same mean (zero observed spread), "
-                    f"so the interval would have zero width; a metric that does not vary between launches "
-                    f"was not measured (constant or cached answers), and no verdict is drawn from it")
-    return None
-
-
-def _loss_note(data: dict[int, _Cond], cells: list[Condition]) -> str:
-    notes = [_loss_text(c, loss) for c in cells
-             if (loss := _losses(data[c.index]))["failed"] or loss["without_data"] or loss["censored"]]
-    return "; ".join(notes)
-
-
-def _one(h: Hypothesis, conds: list[Condition], where: dict[str, str]) -> Condition:
-    found = matching(conds, where)
-    if len(found) != 1:
-        raise ValueError(f"where {where} selects {len(found)} conditions, expected 1")
-    return found[0]
-
-
-def _decide(h: Hypothesis, p: Any, data: dict[int, _Cond], conds: list[Condition], a: float, method: str,
-            exclude: frozenset[str] = frozenset(), seed: int = 0) -> tuple[decisions.Decision, list[Condition]]:
-    """The decision of one comparison prediction at one-sided level `a`, optionally without some launches."""
-    if isinstance(p, Interaction):
-        ref = h.factors[p.factor].reference
-        by_ref = effective_reference(h, p)
-        keys = [(p.level, p.by_level), (ref, p.by_level), (p.level, by_ref), (ref, by_ref)]
-        cells = [_one(h, conds, {**p.where, p.factor: f, p.by: b}) for f, b in keys]
-        missing = _need(data, cells, exclude)
-        if missing:
-            return decisions.Decision("inconclusive", missing), cells
-        logs = {k: data[c.index].logs(exclude)[1] for k, c in zip(keys, cells, strict=False)}
-        if method == "anytime":
-            eff_any, why = _anytime_effect([data[c.index].by_block(exclude) for c in cells], [1, -1, -1, 1])
-            if eff_any is None:
-                return decisions.Decision("inconclusive", why), cells
-            return decisions.interaction(eff_any, p.min_effect, p.direction, a), cells
-        if method == "welch":
-            eff: effects.LogEffect = effects.interaction_ols(logs, p.factor, ref, p.level, p.by, by_ref, p.by_level)
-        else:  # the rank method has no standard interaction test: both robust methods use bootstrap-t
-            eff = effects.bootstrap_t([logs[k] for k in keys], [1, -1, -1, 1], seed=_seed(seed, p.id),
-                                      resamples=BOOTSTRAP_RESAMPLES)
-        return decisions.interaction(eff, p.min_effect, p.direction, a), cells
-    ref = h.factors[p.factor].reference
-    treat = _one(h, conds, {**p.where, p.factor: p.level})
-    base = _one(h, conds, {**p.where, p.factor: ref})
-    cells = [treat, base]
-    missing = _need(data, cells, exclude)
-    if missing:
-        return decisions.Decision("inconclusive", missing), cells
-    x = data[treat.index].logs(exclude)[1]
-    y = data[base.index].logs(exclude)[1]
-    if method == "anytime":
-        eff_any, why = _anytime_effect([data[treat.index].by_block(exclude), data[base.index].by_block(exclude)],
-                                       [1, -1])
-        if eff_any is None:
-            return decisions.Decision("inconclusive", why), cells
-        eff = eff_any
-    elif method == "welch":
-        eff = effects.welch(x, y)
-    elif method == "rank":
-        eff = effects.hodges_lehmann(x, y)
-    else:
-        eff = effects.bootstrap_t([x, y], [1, -1], seed=_seed(seed, p.id), resamples=BOOTSTRAP_RESAMPLES)
-    if isinstance(p, Equivalent):
-        return decisions.equivalent(eff, p.margin, a), cells
-    if isinstance(p, Increase):
-        return decisions.increase(eff, p.min_effect, a), cells
-    assert isinstance(p, Decrease)
-    return decisions.decrease(eff, p.min_effect, a), cells
-
-
-def _anytime_effect(cells: list[dict[Any, float]], weights: list[int]) -> tuple[Any, str]:
-    """The anytime-valid effect of the blocks every cell completed, or None and why not."""
-    contrasts, blocks = anytime.block_contrasts(cells, weights)
-    if len(contrasts) < 2:
-        return None, (f"{len(contrasts)} block(s) with a measured launch in every condition compared; "
-                      f"the anytime analysis needs at least 2")
-    return anytime.AnytimeEffect(contrasts, extra={"block_ids": [str(b) for b in blocks]}), ""
-
-
-def _launches(p: Launches, data: dict[int, _Cond], conds: list[Condition], a: float | None = None
-              ) -> decisions.Decision:
-    """Launch outcomes of the matching conditions: counted, or under `anytime` (`a` given) a test of `p.rate`.
-
-    Outcomes go in block order (replicate, then condition), so that the anytime rule's looks, the
-    ends of blocks, are prefixes of the run's own sequence of launches.
-    """
-    outcomes = []
-    for c in matching(conds, p.where):
-        d = data[c.index]
-        for i, r in enumerate(d.launch_rows):
-            ok = bool(r.get("ok")) and d.served.get(r["launch_id"], True)
-            err = r.get("error")
-            if r.get("ok") and not ok:
-                err = "started but served no request"
-            outcomes.append(decisions.LaunchOutcome(r["launch_id"], ok, err, tuple(r.get("log_tail") or ()),
-                                                    r.get("failure_class"), r.get("replicate", i)))
-    if a is not None:
-        outcomes.sort(key=lambda o: (str(type(o.block)), o.block))  # stable: conditions stay in order
-    return decisions.launches(outcomes, p.expect, p.match, p.failure_class, rate=p.rate, a=a)
-
-
-def _finite_ci(ci: tuple[float, float] | None) -> list[float] | None:
-    if ci is None or not all(math.isfinite(v) for v in ci):
-        return None
-    return [float(ci[0]), float(ci[1])]
+_RULE = ("supported iff every prediction is (intersection-union); refuted iff a launch-outcome prediction is "
+        "refuted (a count; under anytime a test, and so one of the m) or a comparison is refuted at the "
+        "Bonferroni level alpha/m")
 
 
 def _comparisons(h: Hypothesis, method: str) -> int:
@@ -377,160 +52,89 @@ def _comparisons(h: Hypothesis, method: str) -> int:
     return sum(1 for p in h.predictions if method == "anytime" or not isinstance(p, Launches))
 
 
-def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method: str, a: float,
-             a_refute: float | None = None, seed: int | None = None) -> Analysis:
-    if method not in METHODS:
-        raise ValueError(f"unknown analysis method {method!r}; allowed: {list(METHODS)}")
-    seed = h.design.seed if seed is None else int(seed)
-    conds = conditions(h)
-    rows = list(rows)
-    distinct, dropped = distinct_rows(rows)
-    data = _collect(h, distinct)
-    empty = evidence.empty_conditions(conds, rows)
+def hypothesis_rule(h: Hypothesis, rows: GroupedRows, results: list[PredictionResult],
+                    tests: list[tuple[Any, Verdict]], a: float, refute_level: float, method: str,
+                    seed: int) -> dict[str, Any]:
+    """Which predictions refute the hypothesis: the error is controlled across the m tests (Bonferroni).
 
-    # per-condition summaries, variance components and outliers
-    summaries: list[ConditionSummary] = []
-    flagged: dict[int, list[str]] = {}
-    by_cond_groups: list[list[list[float]]] = []
-    comps_by_cond: dict[str, Any] = {}
-    for c in conds:
-        d = data[c.index]
-        ids, means = d.means()
-        logs = [math.log(v) for v in means]
-        flagged[c.index] = outliers.flag(ids, logs)
-        groups = [[math.log(v) for v in d.values[i]] for i in ids]
-        by_cond_groups.append(groups)
-        comps = variance.components(groups)
-        comps_by_cond[str(c.index)] = comps.as_dict()
-        ok = sum(1 for r in d.launch_rows if r.get("ok"))
-        no_data = sum(1 for r in d.launch_rows if r.get("ok") and not d.served.get(r["launch_id"], False))
-        failures = sorted({m for m in (_failure_message(r) for r in d.launch_rows) if m})
-        sd = None
-        if len(means) >= 2:
-            mu = sum(means) / len(means)
-            sd = math.sqrt(sum((v - mu) ** 2 for v in means) / (len(means) - 1))
-        summaries.append(ConditionSummary(
-            index=c.index, levels=dict(c.levels),
-            launches={"ok": ok, "failed": len(d.launch_rows) - ok, "without_data": no_data},
-            metric=MetricSummary(
-                name=h.metric, mean=(sum(means) / len(means)) if means else None, launch_means=means,
-                sd_between=sd, launch_ids=ids,
-                geometric_mean=math.exp(sum(logs) / len(logs)) if logs else None),
-            failures=failures, outlier_launches=flagged[c.index], variance=comps.as_dict()))
-
-    results: list[PredictionResult] = []
-    comparisons: list[tuple[Any, str]] = []
-    for p in h.predictions:
-        if isinstance(p, Launches):
-            dec = _launches(p, data, conds, a if method == "anytime" else None)
-            verdict, reason = evidence.capped(dec.verdict, dec.reason,
-                                              [empty[c.index] for c in matching(conds, p.where) if c.index in empty])
-            det = dict(dec.details)
-            if dec.p_value is not None:
-                det["p_anytime"] = dec.p_value  # valid under any stopping: the sweep adjusts this one
-                comparisons.append((p, verdict))
-            results.append(PredictionResult(id=p.id, kind=p.kind, verdict=verdict, estimate=dec.estimate,
-                                            ci=_finite_ci(dec.ci), p_value=dec.p_value, reason=reason, details=det))
-            continue
-        dec, cells = _decide(h, p, data, conds, a, method, seed=seed)
-        reason = dec.reason
-        det = dict(dec.details)
-        if method == "anytime" and dec.p_value is not None:
-            det["p_anytime"] = dec.p_value  # valid under any stopping: the sweep adjusts this one
-        lost = _loss_note(data, cells)
-        if lost and not reason.startswith("condition "):
-            reason += f"; {lost}"
-        if lost:
-            det["losses"] = {c.label(): _losses(data[c.index]) for c in cells}
-        out = frozenset(i for c in cells for i in flagged[c.index])
-        if out:
-            alt, _ = _decide(h, p, data, conds, a, method, exclude=out, seed=seed)
-            det["sensitivity"] = {"exploratory": True, "without_launches": sorted(out), "verdict": alt.verdict,
-                                  "reason": alt.reason,
-                                  "note": "a look after the data, not a test: its error rate is not controlled"}
-            names = ", ".join(sorted(out))
-            reason += (f"; launch(es) {names} outside Tukey's fences (flagged for inspection only: the verdict "
-                       f"uses every launch; an exploratory re-analysis without them is in details.sensitivity)")
-        verdict, reason = evidence.capped(dec.verdict, reason, [empty[c.index] for c in cells if c.index in empty])
-        results.append(PredictionResult(id=p.id, kind=p.kind, verdict=verdict, estimate=dec.estimate,
-                                        ci=_finite_ci(dec.ci), p_value=dec.p_value, reason=reason, details=det))
-        comparisons.append((p, verdict))
-
-    # hypothesis-level refutation, error-controlled across the predictions that can refute it (Bonferroni)
-    m = len(comparisons)
-    refute_level = a if a_refute is None else a_refute
+    A test refuted at its own level `a` refutes the hypothesis only when it is refuted again at
+    `refute_level` (alpha / m; no re-decision needed when m <= 1); a launch-outcome count that is
+    refuted refutes it as it stands.
+    """
+    m = len(tests)
     refuters: list[str] = []
-    for p, verdict in comparisons:
+    for p, verdict in tests:
         if verdict != "refuted":
             continue
         if m <= 1 or refute_level >= a:
             refuters.append(p.id)
             continue
         if isinstance(p, Launches):
-            again = _launches(p, data, conds, refute_level)
+            again = decide_launches(p, rows.data, rows.conditions, refute_level)
         else:
-            again, _ = _decide(h, p, data, conds, refute_level, method, seed=seed)
+            again, _ = decide(h, p, rows.data, rows.conditions, refute_level, method, seed=seed)
         if again.verdict == "refuted":
             refuters.append(p.id)
-    tested = {p.id for p, _ in comparisons}
+    tested = {p.id for p, _ in tests}
     launch_refuted = [r.id for r in results if r.kind == "launches" and r.verdict == "refuted"
                       and r.id not in tested]
-    hyp_rule = {"refute_one_sided_alpha": refute_level, "comparisons": m,
-                "refuted_by": refuters + launch_refuted,
-                "rule": "supported iff every prediction is (intersection-union); refuted iff a launch-outcome "
-                        "prediction is refuted (a count; under anytime a test, and so one of the m) or a comparison "
-                        "is refuted at the Bonferroni level alpha/m"}
+    return {"refute_one_sided_alpha": refute_level, "comparisons": m, "refuted_by": refuters + launch_refuted,
+            "rule": _RULE}
 
-    pooled = variance.pooled_components(by_cond_groups)
-    startup = [r["startup_s"] for d in data.values() for r in d.launch_rows
-               if r.get("ok") and isinstance(r.get("startup_s"), (int, float)) and r["startup_s"] > 0]
-    e2e = [v for d in data.values() for v in d.e2e]
-    launch_cost = sum(startup) / len(startup) if startup else None
-    request_cost = sum(e2e) / len(e2e) if e2e else None
-    m_star = None
-    note = None
-    if pooled.var_between is not None and pooled.var_within is not None and launch_cost and request_cost:
-        m = variance.optimal_requests(pooled.var_between, pooled.var_within, launch_cost, request_cost)
-        if math.isfinite(m):
-            m_star = m
-        else:
-            note = "no between-launch variance detected: more requests per launch are always cheaper"
-    for summary in summaries:  # per-condition m* (conditions differ: EAGLE's per-request noise is larger)
-        comp = summary.variance or {}
-        m_c = None
-        if comp.get("var_between") and comp.get("var_within") is not None and launch_cost and request_cost:
-            m_c = variance.optimal_requests(comp["var_between"], comp["var_within"], launch_cost, request_cost)
-        comp["optimal_requests"] = m_c
-        comps_by_cond[str(summary.index)]["optimal_requests"] = m_c
-    details: dict[str, Any] = {
-        "method": method, "alpha": alpha, "one_sided_alpha": a, "ci_level": 1 - 2 * a,
-        "scale": "log", "unit_of_replication": "launch", "metric": h.metric,
-        "variance": {
-            "pooled": pooled.as_dict(), "by_condition": comps_by_cond,
-            "launch_cost_s": launch_cost, "request_cost_s": request_cost,
-            "optimal_requests_per_launch": m_star,
-            "recommended_requests_per_launch": max(1, math.ceil(m_star)) if m_star is not None else None,
-            "note": note,
-        },
-        "outliers": {str(k): v for k, v in flagged.items() if v},
-        "hypothesis_rule": hyp_rule,
-        "seed": seed,
-        "duplicates_dropped": dropped,
-        "superseded_attempts": sorted(i for d in data.values() for i in d.superseded),
-    }
+
+def combine(results: list[PredictionResult], rule: dict[str, Any], empty: dict[int, str]
+            ) -> tuple[Verdict, str | None]:
+    """The hypothesis's verdict from its predictions' and the refutation rule, and a note when they seem to differ.
+
+    Supported iff every prediction is (intersection-union), refuted iff the rule names a refuter;
+    a run in which a condition measured nothing claims nothing (framework.core.evidence).
+    """
     verdicts = [r.verdict for r in results]
+    note = None
     if all(v == "supported" for v in verdicts) and verdicts:
         verdict: Verdict = "supported"
-    elif refuters or launch_refuted:
+    elif rule["refuted_by"]:
         verdict = "refuted"
     else:
         verdict = "inconclusive"
         if any(v == "refuted" for v in verdicts):
-            hyp_rule["note"] = (f"a prediction is refuted at its own level, but not at the hypothesis-level "
-                                f"one-sided {refute_level:.3g} (alpha / {hyp_rule['comparisons']} comparisons)")
-    if empty:  # a run in which a condition measured nothing claims nothing (framework.core.evidence)
-        details["no_data"] = {str(k): v for k, v in sorted(empty.items())}
+            note = (f"a prediction is refuted at its own level, but not at the hypothesis-level "
+                    f"one-sided {rule['refute_one_sided_alpha']:.3g} (alpha / {rule['comparisons']} comparisons)")
+    if empty:
         verdict = "inconclusive"
+    return verdict, note
+
+
+def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method: str, a: float,
+             a_refute: float | None = None, seed: int | None = None) -> Analysis:
+    """The four phases: rows grouped, per-launch values, predictions decided, one verdict."""
+    if method not in METHODS:
+        raise ValueError(f"unknown analysis method {method!r}; allowed: {list(METHODS)}")
+    seed = h.design.seed if seed is None else int(seed)
+    grouped = group_rows(h, rows)
+    stats = {c.index: launch_stats(grouped.data[c.index]) for c in grouped.conditions}
+    flagged = {i: s.outliers for i, s in stats.items()}
+    results, tests = decide_predictions(h, grouped, flagged, a, method, seed)
+    refute_level = a if a_refute is None else a_refute
+    rule = hypothesis_rule(h, grouped, results, tests, a, refute_level, method, seed)
+    var = variance_report(grouped.data, stats)
+    summaries = [condition_summary(h.metric, c, grouped.data[c.index], stats[c.index],
+                                   dict(var["by_condition"][str(c.index)])) for c in grouped.conditions]
+    verdict, note = combine(results, rule, grouped.empty)
+    if note is not None:
+        rule = {**rule, "note": note}
+    details: dict[str, Any] = {
+        "method": method, "alpha": alpha, "one_sided_alpha": a, "ci_level": 1 - 2 * a,
+        "scale": "log", "unit_of_replication": "launch", "metric": h.metric,
+        "variance": var,
+        "outliers": {str(k): v for k, v in flagged.items() if v},
+        "hypothesis_rule": rule,
+        "seed": seed,
+        "duplicates_dropped": grouped.dropped,
+        "superseded_attempts": sorted(i for d in grouped.data.values() for i in d.superseded),
+    }
+    if grouped.empty:  # a run in which a condition measured nothing claims nothing (framework.core.evidence)
+        details["no_data"] = {str(k): v for k, v in sorted(grouped.empty.items())}
     return Analysis(verdict=verdict, predictions=results, conditions=summaries, details=details)
 
 

@@ -1,6 +1,6 @@
 """`plan`'s probe of the sim's measurement noise, end to end: real sim processes through `python -m framework plan`.
 
-The unit test in tests/test_planning.py checks how a given measurement enters the plan; this one checks
+The unit test in tests/analysis/test_planning.py checks how a given measurement enters the plan; this one checks
 that the CLI really launches the probe, that what it prints was measured (a finite sd per condition),
 and that the measured noise enters the plan: never fewer launches than the model alone, which is what
 `probe=false` plans with (tests/test_cli.py checks that `probe=false` prints no probe). Two conditions

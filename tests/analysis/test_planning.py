@@ -13,7 +13,7 @@ from framework.core.spec import load_hypothesis
 from framework.stats import decisions, effects
 from stats_rows import simulate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _simulated_power(rule, effect, sd_cell, n, m, target, reps=4000, seed=0):

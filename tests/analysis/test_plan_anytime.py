@@ -22,7 +22,7 @@ from framework.core.design import conditions
 from framework.run.resolve import effective_design
 from framework.core.spec import Design, Hypothesis, load_hypothesis
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SEED_MEANS = {0: 92.6, 1: 54.1, 2: 92.7, 3: 96.1}  # the seed's four figures (docs/model.md)
 # benchmarks/calibration.py's noise model: launch sd 0.6%, request sd 0.4% (+4% accept length in EAGLE cells),
 # 3 requests per launch, 3% slow launches at -8%

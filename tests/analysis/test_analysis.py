@@ -11,7 +11,7 @@ from framework.analysis.verdicts import LOSS_LIMIT, TrialsConflict, analyze, seq
 from framework.core.spec import Hypothesis, load_hypothesis
 from stats_rows import simulate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SEED_MEANS = {0: 92.6, 1: 54.1, 2: 92.7, 3: 96.1}  # fusion off/on x baseline/eagle3, see conditions()
 EAGLE_SD = {0: 0.004, 1: 0.04, 2: 0.004, 3: 0.04}
 

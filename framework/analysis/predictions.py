@@ -1,0 +1,225 @@
+"""Phase 3 of the analysis: each prediction decided on its own, at a given one-sided level.
+
+A comparison (increase, decrease, equivalent, interaction) needs at least 2 launches with
+measurements in each condition it compares, not too much lost, and some spread; then its effect on
+the log scale (Welch, Hodges-Lehmann, bootstrap-t, or the anytime-valid block contrasts) goes
+through the decision rule of `framework.stats.decisions`. A launch-outcome prediction counts its
+launches (or, under `anytime`, tests its claimed rate). What a condition lost and which launches
+lie outside Tukey's fences enter the reason, the latter with an exploratory re-analysis without them.
+Whether the hypothesis as a whole is refuted is decided in `framework.analysis.verdicts`.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Any
+
+from framework.analysis.launches import loss_text, losses
+from framework.analysis.models import PredictionResult, Verdict
+from framework.analysis.rows import ConditionData, GroupedRows
+from framework.core import evidence
+from framework.core.design import Condition, matching
+from framework.core.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
+from framework.core.vocabulary import ANALYSIS_METHODS
+from framework.stats import anytime, decisions, effects
+
+METHODS = ANALYSIS_METHODS
+BOOTSTRAP_RESAMPLES = 4000
+# A comparison whose condition lost more than this share of its launches (failed at start-up or
+# served nothing) or of its measured requests is inconclusive: the survivors may not represent the
+# condition (docs/statistics.md, section 3, "What was lost").
+LOSS_LIMIT = 0.2
+
+
+def _seed(seed: int, pid: str) -> list[int]:
+    """Bootstrap seed: the run's effective design seed (as recorded) and the prediction id."""
+    return [int(seed), zlib.crc32(pid.encode("utf-8"))]
+
+
+def _need(data: dict[int, ConditionData], cells: list[Condition], exclude: frozenset[str]) -> str | None:
+    """Why these conditions cannot be compared (too few launches, too much lost, no spread), or None."""
+    for c in cells:
+        ids, logs = data[c.index].logs(exclude)
+        if len(ids) < 2:
+            d = data[c.index]
+            ok = sum(1 for r in d.launch_rows if r.get("ok"))
+            failed = len(d.launch_rows) - ok
+            return (f"condition {c.label()} has {len(ids)} launch(es) with measurements "
+                    f"({ok} ok, {failed} failed); at least 2 are needed")
+        loss = losses(data[c.index])
+        if loss["lost_share"] > LOSS_LIMIT or loss["censored_share"] > LOSS_LIMIT:
+            return (f"{loss_text(c, loss)}: more than {LOSS_LIMIT:.0%} lost, so the survivors may not "
+                    f"represent the condition (survivorship); no verdict is drawn from them")
+        if max(logs) - min(logs) <= 1e-12 * max(1.0, abs(max(logs))):
+            return (f"condition {c.label()}: all {len(ids)} launches have the same mean (zero observed spread), "
+                    f"so the interval would have zero width; a metric that does not vary between launches "
+                    f"was not measured (constant or cached answers), and no verdict is drawn from it")
+    return None
+
+
+def _loss_note(data: dict[int, ConditionData], cells: list[Condition]) -> str:
+    """What the compared conditions lost, in words, for the reason ('' when nothing was lost)."""
+    notes = [loss_text(c, loss) for c in cells
+             if (loss := losses(data[c.index]))["failed"] or loss["without_data"] or loss["censored"]]
+    return "; ".join(notes)
+
+
+def _one(h: Hypothesis, conds: list[Condition], where: dict[str, str]) -> Condition:
+    """The one condition `where` selects (a comparison's cell); a spec that selects more or none is an error."""
+    found = matching(conds, where)
+    if len(found) != 1:
+        raise ValueError(f"where {where} selects {len(found)} conditions, expected 1")
+    return found[0]
+
+
+def decide(h: Hypothesis, p: Any, data: dict[int, ConditionData], conds: list[Condition], a: float, method: str,
+           exclude: frozenset[str] = frozenset(), seed: int = 0) -> tuple[decisions.Decision, list[Condition]]:
+    """The decision of one comparison prediction at one-sided level `a`, optionally without some launches."""
+    if isinstance(p, Interaction):
+        ref = h.factors[p.factor].reference
+        by_ref = effective_reference(h, p)
+        keys = [(p.level, p.by_level), (ref, p.by_level), (p.level, by_ref), (ref, by_ref)]
+        cells = [_one(h, conds, {**p.where, p.factor: f, p.by: b}) for f, b in keys]
+        missing = _need(data, cells, exclude)
+        if missing:
+            return decisions.Decision("inconclusive", missing), cells
+        logs = {k: data[c.index].logs(exclude)[1] for k, c in zip(keys, cells, strict=True)}
+        if method == "anytime":
+            eff_any, why = _anytime_effect([data[c.index].by_block(exclude) for c in cells], [1, -1, -1, 1])
+            if eff_any is None:
+                return decisions.Decision("inconclusive", why), cells
+            return decisions.interaction(eff_any, p.min_effect, p.direction, a), cells
+        if method == "welch":
+            eff: effects.LogEffect = effects.interaction_ols(logs, p.factor, ref, p.level, p.by, by_ref, p.by_level)
+        else:  # the rank method has no standard interaction test: both robust methods use bootstrap-t
+            eff = effects.bootstrap_t([logs[k] for k in keys], [1, -1, -1, 1], seed=_seed(seed, p.id),
+                                      resamples=BOOTSTRAP_RESAMPLES)
+        return decisions.interaction(eff, p.min_effect, p.direction, a), cells
+    ref = h.factors[p.factor].reference
+    treat = _one(h, conds, {**p.where, p.factor: p.level})
+    base = _one(h, conds, {**p.where, p.factor: ref})
+    cells = [treat, base]
+    missing = _need(data, cells, exclude)
+    if missing:
+        return decisions.Decision("inconclusive", missing), cells
+    x = data[treat.index].logs(exclude)[1]
+    y = data[base.index].logs(exclude)[1]
+    if method == "anytime":
+        eff_any, why = _anytime_effect([data[treat.index].by_block(exclude), data[base.index].by_block(exclude)],
+                                       [1, -1])
+        if eff_any is None:
+            return decisions.Decision("inconclusive", why), cells
+        eff = eff_any
+    elif method == "welch":
+        eff = effects.welch(x, y)
+    elif method == "rank":
+        eff = effects.hodges_lehmann(x, y)
+    else:
+        eff = effects.bootstrap_t([x, y], [1, -1], seed=_seed(seed, p.id), resamples=BOOTSTRAP_RESAMPLES)
+    if isinstance(p, Equivalent):
+        return decisions.equivalent(eff, p.margin, a), cells
+    if isinstance(p, Increase):
+        return decisions.increase(eff, p.min_effect, a), cells
+    assert isinstance(p, Decrease)
+    return decisions.decrease(eff, p.min_effect, a), cells
+
+
+def _anytime_effect(cells: list[dict[Any, float]], weights: list[int]) -> tuple[Any, str]:
+    """The anytime-valid effect of the blocks every cell completed, or None and why not."""
+    contrasts, blocks = anytime.block_contrasts(cells, weights)
+    if len(contrasts) < 2:
+        return None, (f"{len(contrasts)} block(s) with a measured launch in every condition compared; "
+                      f"the anytime analysis needs at least 2")
+    return anytime.AnytimeEffect(contrasts, extra={"block_ids": [str(b) for b in blocks]}), ""
+
+
+def decide_launches(p: Launches, data: dict[int, ConditionData], conds: list[Condition], a: float | None = None
+                    ) -> decisions.Decision:
+    """Launch outcomes of the matching conditions: counted, or under `anytime` (`a` given) a test of `p.rate`.
+
+    Outcomes go in block order (replicate, then condition), so that the anytime rule's looks, the
+    ends of blocks, are prefixes of the run's own sequence of launches.
+    """
+    outcomes = []
+    for c in matching(conds, p.where):
+        d = data[c.index]
+        for i, r in enumerate(d.launch_rows):
+            ok = bool(r.get("ok")) and d.served.get(r["launch_id"], True)
+            err = r.get("error")
+            if r.get("ok") and not ok:
+                err = "started but served no request"
+            outcomes.append(decisions.LaunchOutcome(r["launch_id"], ok, err, tuple(r.get("log_tail") or ()),
+                                                    r.get("failure_class"), r.get("replicate", i)))
+    if a is not None:
+        outcomes.sort(key=lambda o: (str(type(o.block)), o.block))  # stable: conditions stay in order
+    return decisions.launches(outcomes, p.expect, p.match, p.failure_class, rate=p.rate, a=a)
+
+
+def _finite_ci(ci: tuple[float, float] | None) -> list[float] | None:
+    """The interval as the record stores it: None when unbounded, so that the record is strict JSON."""
+    if ci is None or not all(math.isfinite(v) for v in ci):
+        return None
+    return [float(ci[0]), float(ci[1])]
+
+
+def launches_result(p: Launches, rows: GroupedRows, a: float | None) -> PredictionResult:
+    """A launch-outcome prediction's result: counted, or under `anytime` (`a` given) tested."""
+    conds, empty = rows.conditions, rows.empty
+    dec = decide_launches(p, rows.data, conds, a)
+    verdict, reason = evidence.capped(dec.verdict, dec.reason,
+                                      [empty[c.index] for c in matching(conds, p.where) if c.index in empty])
+    det = dict(dec.details)
+    if dec.p_value is not None:
+        det["p_anytime"] = dec.p_value  # valid under any stopping: the sweep adjusts this one
+    return PredictionResult(id=p.id, kind=p.kind, verdict=verdict, estimate=dec.estimate,
+                            ci=_finite_ci(dec.ci), p_value=dec.p_value, reason=reason, details=det)
+
+
+def comparison_result(h: Hypothesis, p: Any, rows: GroupedRows, flagged: dict[int, list[str]], a: float,
+                      method: str, seed: int) -> PredictionResult:
+    """A comparison's result: its decision, what its conditions lost, and the outliers' exploratory re-analysis."""
+    data, conds, empty = rows.data, rows.conditions, rows.empty
+    dec, cells = decide(h, p, data, conds, a, method, seed=seed)
+    reason = dec.reason
+    det = dict(dec.details)
+    if method == "anytime" and dec.p_value is not None:
+        det["p_anytime"] = dec.p_value  # valid under any stopping: the sweep adjusts this one
+    lost = _loss_note(data, cells)
+    if lost and not reason.startswith("condition "):
+        reason += f"; {lost}"
+    if lost:
+        det["losses"] = {c.label(): losses(data[c.index]) for c in cells}
+    out = frozenset(i for c in cells for i in flagged[c.index])
+    if out:
+        alt, _ = decide(h, p, data, conds, a, method, exclude=out, seed=seed)
+        det["sensitivity"] = {"exploratory": True, "without_launches": sorted(out), "verdict": alt.verdict,
+                              "reason": alt.reason,
+                              "note": "a look after the data, not a test: its error rate is not controlled"}
+        names = ", ".join(sorted(out))
+        reason += (f"; launch(es) {names} outside Tukey's fences (flagged for inspection only: the verdict "
+                   f"uses every launch; an exploratory re-analysis without them is in details.sensitivity)")
+    verdict, reason = evidence.capped(dec.verdict, reason, [empty[c.index] for c in cells if c.index in empty])
+    return PredictionResult(id=p.id, kind=p.kind, verdict=verdict, estimate=dec.estimate,
+                            ci=_finite_ci(dec.ci), p_value=dec.p_value, reason=reason, details=det)
+
+
+def decide_predictions(h: Hypothesis, rows: GroupedRows, flagged: dict[int, list[str]], a: float, method: str,
+                       seed: int) -> tuple[list[PredictionResult], list[tuple[Any, Verdict]]]:
+    """Every prediction's result, in the file's order, and the (prediction, verdict) of those that are tests.
+
+    Comparisons are always tests; launch-outcome predictions only under `anytime` (a p-value),
+    otherwise counts. The tests are what the hypothesis-level refutation rule counts.
+    """
+    results: list[PredictionResult] = []
+    tests: list[tuple[Any, Verdict]] = []
+    for p in h.predictions:
+        if isinstance(p, Launches):
+            r = launches_result(p, rows, a if method == "anytime" else None)
+            if r.p_value is not None:
+                tests.append((p, r.verdict))
+        else:
+            r = comparison_result(h, p, rows, flagged, a, method, seed)
+            tests.append((p, r.verdict))
+        results.append(r)
+    return results, tests
