@@ -8,7 +8,7 @@ from rich.markup import escape
 
 from framework.present.progress import make_console
 
-from framework.run.runner import find_file, project_root, sim_coverage_or_refuse
+from framework.run.runner import search_dirs, find_file, sim_coverage_or_refuse
 from framework.run.preflight import check_pair
 from framework.core.spec import SpecError, load_experiment, load_hypothesis
 
@@ -16,7 +16,7 @@ from framework.core.spec import SpecError, load_experiment, load_hypothesis
 def _default_files() -> list[Path]:
     files: list[Path] = []
     for kind in ("experiments", "hypotheses"):
-        base = Path(kind) if Path(kind).is_dir() else project_root() / kind
+        base = next((b for b in search_dirs(kind) if b.is_dir()), Path(kind))
         files += sorted(base.glob("*.yaml"))
     return files
 
@@ -45,6 +45,10 @@ def check_file(path: Path) -> str | None:
 def validate_all(args: list[str]) -> int:
     console, errors = make_console(), make_console(stderr=True)
     files = [Path(a) for a in args] or _default_files()
+    if not files:  # an installed package has no files of its own: say so rather than pass on nothing
+        errors.print("[red]error[/red]  no experiments/*.yaml or hypotheses/*.yaml here: run from your project's "
+                     "directory or name the files", soft_wrap=True, highlight=False)
+        return 2
     problems = 0
     for path in files:
         problem = check_file(path)
