@@ -64,17 +64,19 @@ EOF
 }
 step "check the wheel's data files" check_wheel
 
-# 3. a fresh venv with the wheel and its dependencies, nothing from the checkout
-step "create a fresh venv" "$PY" -m venv "$TMP/venv"
-VPY=$TMP/venv/bin/python
-step "install the wheel" "$VPY" -m pip install -q --disable-pip-version-check "$WHEEL"
-
-# 4. a user's own project outside the checkout
+# 3. a user's own project outside the checkout, and a fresh venv with the wheel and its dependencies.
+# Everything from here on runs in the project with the checkout off every path: with the checkout on
+# PYTHONPATH, pip would even skip the install ("framework is already installed with the same version").
 PROJ=$TMP/project
 mkdir -p "$PROJ"
 cp -R "$REPO/hypotheses" "$REPO/experiments" "$PROJ/"
 cd "$PROJ"
+VPY=$TMP/venv/bin/python
 user() { env -u PYTHONPATH -u PYTHONHOME -u PYTHONSTARTUP -u VIRTUAL_ENV PYTHONNOUSERSITE=1 "$VPY" "$@"; }
+step "create a fresh venv" env -u PYTHONPATH -u PYTHONHOME "$PY" -m venv "$TMP/venv"
+step "install the wheel" user -m pip install -q --disable-pip-version-check "$WHEEL"
+
+# 4. the installed package, run as a user runs it
 where() {
   user - "$TMP/venv" <<'EOF'
 import sys, sysconfig
