@@ -11,13 +11,13 @@ from framework.errors import EXIT_BAD_INPUT, EXIT_OK, SpecError
 from framework.execution.backends import BACKENDS
 from framework.present.progress import make_console
 from framework.run.preflight import check_pair
-from framework.run.resolve import coverage_or_refuse, find_file, project_root
+from framework.run.resolve import coverage_or_refuse, find_file, search_dirs
 
 
 def _default_files() -> list[Path]:
     files: list[Path] = []
     for kind in ("experiments", "hypotheses"):
-        base = Path(kind) if Path(kind).is_dir() else project_root() / kind
+        base = next((b for b in search_dirs(kind) if b.is_dir()), Path(kind))
         files += sorted(base.glob("*.yaml"))
     return files
 
@@ -46,6 +46,10 @@ def check_file(path: Path) -> str | None:
 def main(args: list[str]) -> int:
     console, errors = make_console(), make_console(stderr=True)
     files = [Path(a) for a in args] or _default_files()
+    if not files:  # an installed package has no files of its own: say so rather than pass on nothing
+        errors.print("[red]error[/red]  no experiments/*.yaml or hypotheses/*.yaml here: run from your project's "
+                     "directory or name the files", soft_wrap=True, highlight=False)
+        return EXIT_BAD_INPUT
     problems = 0
     for path in files:
         problem = check_file(path)

@@ -40,6 +40,11 @@ def _run(argv: list[str], cwd: Path | None = None, timeout: float = 10.0) -> str
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
     versions: dict[str, str | None] = {}
     for name in names:
+        if name == "framework":  # the code that runs: a checkout on PYTHONPATH has no metadata, or another's
+            from framework import __version__
+
+            versions[name] = __version__
+            continue
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -48,7 +53,15 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
 
 
 def git_info(root: Path = _PROJECT_ROOT) -> dict[str, Any]:
-    """Commit and dirty flag of the project checkout; nulls when git or the checkout is absent."""
+    """Commit and dirty flag of the project checkout; nulls when git or the checkout is absent.
+
+    `root` must be the top of a work tree: an installed package (site-packages, perhaps in a `.venv` inside
+    the user's own repository) or a copied tree without `.git` would otherwise report the commit of
+    whatever repository encloses it, which is not the code that ran.
+    """
+    top = _run(["git", "rev-parse", "--show-toplevel"], cwd=root)
+    if top is None or Path(top.strip()).resolve() != Path(root).resolve():
+        return {"commit": None, "dirty": None}
     commit = _run(["git", "rev-parse", "HEAD"], cwd=root)
     if commit is None:
         return {"commit": None, "dirty": None}

@@ -35,25 +35,36 @@ class Resolved:
     coverage: dict[str, Any] | None  # what the simulator does not model here (simulated backends only)
 
 
-def project_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+def project_root() -> Path | None:
+    """The checkout the package runs from, or None for an installed package (site-packages is no project)."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "pyproject.toml").is_file() else None
+
+
+def search_dirs(kind_dir: str) -> list[Path]:
+    """Where `kind_dir` is looked up: the working directory, then the checkout (when there is one)."""
+    root = project_root()
+    return [Path(kind_dir)] + ([root / kind_dir] if root is not None else [])
+
 
 def find_file(kind_dir: str, name: str, suffix: str = ".yaml") -> Path:
-    """A name in the configured directory (relative to the working directory, else the project)."""
+    """A name in the configured directory (relative to the working directory, else the checkout)."""
     candidate = Path(name)
     if candidate.suffix in (".yaml", ".yml") and candidate.exists():
         return candidate
-    for base in (Path(kind_dir), project_root() / kind_dir):
+    for base in search_dirs(kind_dir):
         path = base / f"{name}{suffix}"
         if path.exists():
             return path
     return Path(kind_dir) / f"{name}{suffix}"
 
+
 def available(kind_dir: str) -> list[str]:
-    for base in (Path(kind_dir), project_root() / kind_dir):
+    for base in search_dirs(kind_dir):
         if base.is_dir():
             return sorted(p.stem for p in base.glob("*.yaml"))
     return []
+
 
 def load_pair(cfg: DictConfig | dict[str, Any]) -> tuple[Hypothesis, Path, Experiment]:
     name = cfg["hypothesis"]
