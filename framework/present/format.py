@@ -18,22 +18,22 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and not (isinstance(x, float) and math.isnan(x))
 
 
-def num(x: Any, digits: int = 3) -> str:
-    """A fixed-point number: ``1.005``; ``inf``; ``-`` for anything that is not a number."""
+def _number(x: Any, spec: str) -> str:
     if not _is_number(x):
         return MISSING
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
-    return f"{x:.{digits}f}"
+    return format(x, spec)
+
+
+def num(x: Any, digits: int = 3) -> str:
+    """A fixed-point number: ``1.005``; ``inf``; ``-`` for anything that is not a number."""
+    return _number(x, f".{digits}f")
 
 
 def sig(x: Any, digits: int = 4) -> str:
     """A number to `digits` significant digits (``92.65``), for means in their own unit."""
-    if not _is_number(x):
-        return MISSING
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return f"{x:.{digits}g}"
+    return _number(x, f".{digits}g")
 
 
 def p_value(x: Any) -> str:

@@ -23,6 +23,7 @@ import base64
 import html
 import io
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,7 +174,7 @@ def forest_plot(record: dict[str, Any]) -> bytes | None:
     for p in preds:
         values.append(p["estimate"])
         if p.get("ci"):
-            values += [v for v in p["ci"] if isinstance(v, (int, float)) and v > 0]
+            values += [v for v in p["ci"] if isinstance(v, (int, float)) and 0 < v < math.inf]  # inf: to the edge
         c = crit.get(p["id"])
         if c:
             values += [v for v in (c.lo, c.hi) if v]
@@ -197,9 +198,11 @@ def forest_plot(record: dict[str, Any]) -> bytes | None:
         color = VERDICT_COLORS.get(p.get("verdict"), "black")
         ci = p.get("ci")
         if ci and all(isinstance(v, (int, float)) and v > 0 for v in ci):
-            ax.plot(ci, [y, y], color=color, lw=2.6, solid_capstyle="butt", zorder=3)
-            ax.plot([ci[0]] * 2, [y - 0.12, y + 0.12], color=color, lw=2, zorder=3)
-            ax.plot([ci[1]] * 2, [y - 0.12, y + 0.12], color=color, lw=2, zorder=3)
+            drawn = [min(max(v, lo), hi) for v in ci]  # an unbounded end runs to the axis edge, without a cap
+            ax.plot(drawn, [y, y], color=color, lw=2.6, solid_capstyle="butt", zorder=3)
+            for end, shown in zip(ci, drawn, strict=True):
+                if math.isfinite(end):
+                    ax.plot([shown] * 2, [y - 0.12, y + 0.12], color=color, lw=2, zorder=3)
         ax.plot([p["estimate"]], [y], "D", color=color, ms=8, zorder=4, mec="white", mew=0.8)
         ax.annotate(f"{p['estimate']:.3f} {fmt.ci(ci)}  {p.get('verdict', '')}", (1.01, y),
                     xycoords=("axes fraction", "data"), va="center", fontsize=9, color=color)
