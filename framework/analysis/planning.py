@@ -3,12 +3,14 @@
 Pure functions. Given an assumed true metric per condition, the between-launch sd and the
 within-launch (per-request) sd on the log scale, the power of each prediction's decision rule
 (docs/statistics.md) is computed for n launches per condition (by simulating the rule's
-sufficient statistics, see `power_of`) and the smallest n reaching the target power is reported. The power is "the probability of the verdict the assumed truth implies":
+sufficient statistics, see `power_of`) and the smallest n reaching the target power is reported.
+The power is "the probability of the verdict the assumed truth implies":
 to be supported when the assumed effect satisfies the prediction, to be refuted when it does not.
 
 A launch's log mean has variance s_L^2 = sd_launch^2 + sd_request_c^2 / requests; the contrast of
 a prediction (two cells, or four for an interaction) has variance s_d^2 = sum_c s_L,c^2 / n, and
-is judged with the Welch se and Welch-Satterthwaite df as in the analysis. Slow launches and other heavy tails are not in this model: pad the plan,
+is judged with the Welch se and Welch-Satterthwaite df as in the analysis. Slow launches and other
+heavy tails are not in this model: pad the plan,
 or plan from a pilot run (`plan_from_rows`), whose variance components include them.
 """
 

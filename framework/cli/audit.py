@@ -74,7 +74,8 @@ def cmd_audit(ledger: str = "verdicts.jsonl") -> int:
     count, last = report.head
     console.print(f"head: {count} lines, last hash {last or '-'} (note it elsewhere to detect a rewritten tail)")
     if report.ok:
-        console.print("[green]audit passed:[/] chain intact, trials files unchanged, every verdict recomputed under the rules it was made with")
+        console.print("[green]audit passed:[/] chain intact, trials files unchanged, "
+                      "every verdict recomputed under the rules it was made with")
         return EXIT_OK
     problems = Table(title=f"{len(report.problems)} problem(s)", title_style="bold red")
     for col in ("record", "check", "problem"):
@@ -110,5 +111,6 @@ def cmd_history(ledger: str, name: str) -> int:
     console.print(table)
     flips = sum(1 for r in rows if r.flip)
     amendments = sum(1 for r in rows if r.kind == "amendment")
-    console.print(f"{sum(1 for r in rows if r.kind == 'verdict')} verdict(s), {flips} flip(s), {amendments} amendment(s)")
+    console.print(f"{sum(1 for r in rows if r.kind == 'verdict')} verdict(s), {flips} flip(s), "
+                  f"{amendments} amendment(s)")
     return EXIT_OK

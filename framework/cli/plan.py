@@ -169,7 +169,9 @@ def main(args: list[str]) -> int:
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
-    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+    return (f"{seconds / 3600:.1f} h" if seconds >= 3600
+            else f"{seconds / 60:.1f} min" if seconds >= 60
+            else f"{seconds:.0f} s")
 
 
 def print_plan(console: Console, h: Hypothesis, rows: list[PlanRow], power: float, source: str,

@@ -327,7 +327,8 @@ def effective_reference(h: Hypothesis, p: Interaction) -> str:
 
 
 def parse_yaml(text: str, file: str | Path) -> Any:
-    """Parse YAML text within framework.core.yamlio's limits; any problem becomes a SpecError with the line and column."""
+    """Parse YAML text within framework.core.yamlio's limits; any problem becomes a SpecError with the line
+    and column."""
     try:
         return yamlio.load(text)
     except yamlio.YamlProblem as exc:
@@ -380,7 +381,8 @@ def _raise(file: str | Path, field: str, msg: str, value: Any) -> Any:
 
 def _allowed_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """Walk the model's type annotations along `loc` to list the fields allowed where an unknown one was."""
-    kinds = {c.model_fields["kind"].annotation.__args__[0]: c for c in (Equivalent, Increase, Decrease, Interaction, Launches)}
+    kinds = {c.model_fields["kind"].annotation.__args__[0]: c
+             for c in (Equivalent, Increase, Decrease, Interaction, Launches)}
     current: Any = model
     for part in loc:
         origin = get_origin(current)

@@ -88,13 +88,15 @@ _SGLANG_PATTERNS: Patterns = (
 
 BACKENDS: dict[str, Backend] = {
     "sim": Backend(
-        name="sim", argv=_SGLANG_ARGV, simulated=True, flags="sglang", module="framework.servers.sim", health_path="/health", protocol="sglang",
+        name="sim", argv=_SGLANG_ARGV, simulated=True, flags="sglang", module="framework.servers.sim",
+        health_path="/health", protocol="sglang",
         adapter="framework.servers.sim.adapter",
         api_key_env="SIM_API_KEY", failure_patterns=_SGLANG_PATTERNS, version_package="framework",
         metrics_path="/metrics", metrics_prefix="sglang:", info_paths=("/get_server_info",),
         notes="the embedded simulated SGLang server; SGLang's flags plus --sim-*"),
     "gpu": Backend(
-        name="gpu", argv=_SGLANG_ARGV, flags="gpu", module="framework.servers.gpu", health_path="/health", protocol="sglang",
+        name="gpu", argv=_SGLANG_ARGV, flags="gpu", module="framework.servers.gpu", health_path="/health",
+        protocol="sglang",
         api_key_args=("--api-key", "{api_key}"),
         failure_patterns=(
             ("out_of_memory", r"CUDA out of memory|OutOfMemoryError"),
@@ -103,7 +105,8 @@ BACKENDS: dict[str, Backend] = {
         version_package="framework", metrics_path="/metrics", info_paths=("/get_server_info",),
         notes="the project's torch GPU server (framework.servers.gpu): SGLang's flags and API, random weights"),
     "sglang": Backend(
-        name="sglang", argv=_SGLANG_ARGV, flags="sglang", module="sglang.launch_server", health_path="/health", protocol="sglang",
+        name="sglang", argv=_SGLANG_ARGV, flags="sglang", module="sglang.launch_server", health_path="/health",
+        protocol="sglang",
         api_key_args=("--api-key", "{api_key}"),  # SGLang takes it only as a flag (docs/backends.md)
         failure_patterns=_SGLANG_PATTERNS, version_package="sglang",
         metrics_path="/metrics", metrics_prefix="sglang:", info_paths=("/get_server_info", "/server_info"),

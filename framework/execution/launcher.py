@@ -73,7 +73,8 @@ def server_environ(environ: Mapping[str, str], unset: tuple[str, ...]) -> dict[s
     """The inherited environment without the names in `unset` (any case; a trailing `*` is a prefix)."""
     names = {u.upper() for u in unset if not u.endswith("*")}
     prefixes = tuple(u[:-1].upper() for u in unset if u.endswith("*"))
-    return {k: v for k, v in environ.items() if k.upper() not in names and not (prefixes and k.upper().startswith(prefixes))}
+    return {k: v for k, v in environ.items()
+            if k.upper() not in names and not (prefixes and k.upper().startswith(prefixes))}
 
 
 TAIL_BYTES = 256 * 1024  # a server can print a line of any length; the tail read is bounded

@@ -238,7 +238,8 @@ def launch_means(record: dict[str, Any], rows: list[dict[str, Any]] | None) -> d
         per: dict[str, list[float]] = {}
         label_of: dict[str, str] = {}
         for r in rows:
-            if r.get("kind") == "request" and r.get("ok") and not r.get("warmup") and isinstance(r.get(metric), (int, float)):
+            if (r.get("kind") == "request" and r.get("ok") and not r.get("warmup")
+                    and isinstance(r.get(metric), (int, float))):
                 per.setdefault(r["launch_id"], []).append(float(r[metric]))
                 label_of[r["launch_id"]] = fmt.levels(r.get("levels") or {})
         for lid, vals in per.items():
@@ -275,8 +276,8 @@ def launch_plot(record: dict[str, Any], rows: list[dict[str, Any]] | None) -> by
             ax.annotate(f"{m:.1f} (n={len(means)}{extra})", (1.01, y),
                         xycoords=("axes fraction", "data"), va="center", fontsize=9)
         else:
-            ax.annotate(f"no launch served{' (' + extra[2:] + ')' if extra else ''}", (0.02, y), xycoords=("axes fraction", "data"),
-                        va="center", fontsize=9, color=VERDICT_COLORS["refuted"])
+            ax.annotate(f"no launch served{' (' + extra[2:] + ')' if extra else ''}", (0.02, y),
+                        xycoords=("axes fraction", "data"), va="center", fontsize=9, color=VERDICT_COLORS["refuted"])
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(list(reversed(labels)), fontsize=9)
     ax.set_ylim(-0.6, len(labels) - 0.4)
@@ -439,14 +440,21 @@ def sweep_blocks(summary: dict[str, Any]) -> list[Block]:
 
 # --------------------------------------------------------------------------- rendering (pure)
 
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#212121}
-table{border-collapse:collapse;margin:.8em 0;font-size:.9em}th,td{border:1px solid #ddd;padding:.3em .6em;vertical-align:top;text-align:left}
-th{background:#f5f5f5}.banner{font-size:1.4em;font-weight:700;padding:.4em .8em;background:#fff3e0;border-left:6px solid #ef6c00;margin:.6em 0}
-.banner small{display:block;font-size:.6em;font-weight:400}.supported{color:#2e7d32;font-weight:600}.refuted{color:#c62828;font-weight:600}
-.inconclusive{color:#757575;font-weight:600}figure{margin:1em 0}figcaption{font-size:.85em;color:#555}img{max-width:100%}
-pre{background:#f5f5f5;padding:.6em;overflow-x:auto}
-"""
+_CSS = (
+    "\n"
+    "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;"
+    "padding:0 1em;color:#212121}\n"
+    "table{border-collapse:collapse;margin:.8em 0;font-size:.9em}"
+    "th,td{border:1px solid #ddd;padding:.3em .6em;vertical-align:top;text-align:left}\n"
+    "th{background:#f5f5f5}"
+    ".banner{font-size:1.4em;font-weight:700;padding:.4em .8em;background:#fff3e0;border-left:6px solid #ef6c00;"
+    "margin:.6em 0}\n"
+    ".banner small{display:block;font-size:.6em;font-weight:400}.supported{color:#2e7d32;font-weight:600}"
+    ".refuted{color:#c62828;font-weight:600}\n"
+    ".inconclusive{color:#757575;font-weight:600}figure{margin:1em 0}figcaption{font-size:.85em;color:#555}"
+    "img{max-width:100%}\n"
+    "pre{background:#f5f5f5;padding:.6em;overflow-x:auto}\n"
+)
 
 
 def _cell_html(text: str) -> str:
@@ -466,7 +474,8 @@ def render_html(title: str, blocks: Iterable[Block]) -> str:
         elif isinstance(b, Para):
             out.append(f"<p>{html.escape(b.text)}</p>")
         elif isinstance(b, Table):
-            out.append("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in b.headers) + "</tr></thead><tbody>")
+            out.append("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in b.headers)
+                       + "</tr></thead><tbody>")
             out += ["<tr>" + "".join(f"<td>{_cell_html(c)}</td>" for c in row) + "</tr>" for row in b.rows]
             out.append("</tbody></table>")
         elif isinstance(b, Figure):

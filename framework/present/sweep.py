@@ -68,7 +68,8 @@ def print_summary(summary: dict[str, Any], console: Any = None) -> None:
                           "", "", "", " ".join(shown), end_section=True)
             continue
         table.add_row(str(r["job"]), f"[bold]{r['hypothesis']}[/]", r["backend"] or "-", styled(r["verdict"]), "",
-                      fmt.p_value(r.get("p_value")), fmt.p_value(r.get("p_adjusted")), styled(r.get("adjusted_verdict")), " ".join(shown))
+                      fmt.p_value(r.get("p_value")), fmt.p_value(r.get("p_adjusted")),
+                      styled(r.get("adjusted_verdict")), " ".join(shown))
         for i, p in enumerate(r["predictions"]):
             table.add_row("", f"  {p['id']}", "", styled(p["verdict"]), f"{fmt.num(p['estimate'])} {fmt.ci(p['ci'])}",
                           fmt.p_value(p["p_value"]), fmt.p_value(p["p_adjusted"]), styled(p["adjusted_verdict"]), "",

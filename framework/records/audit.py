@@ -252,14 +252,16 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
     if reg_hash:
         reg = registrations.get(reg_hash)
         if reg is None:
-            out.append(problem("registration", f"names registration {reg_hash[:12]}, which is not earlier in the ledger"))
+            out.append(problem("registration",
+                               f"names registration {reg_hash[:12]}, which is not earlier in the ledger"))
         else:
             if (reg.get("hypothesis") or {}).get("sha256") != ref.get("sha256"):
                 out.append(problem("registration", f"ran a hypothesis (sha256 {str(ref.get('sha256'))[:12]}) other "
                                    f"than the one registered in {reg_hash[:12]}"))
             registered = reg.get("amended") or reg.get("registered")
             if _later(registered, rec.get("started")):
-                out.append(problem("registration", f"registered at {registered}, after the run started at {rec['started']}"))
+                out.append(problem("registration",
+                                   f"registered at {registered}, after the run started at {rec['started']}"))
 
     trials = rec.get("trials") or {}
     path = resolve_trials(ledger_path, trials.get("path", "")) if trials.get("path") else None
@@ -270,7 +272,8 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
     actual, recorded, prefix = hashlib.sha256(data).hexdigest(), trials.get("sha256"), trials.get("bytes")
     if actual != recorded:
         # a later resume into the same directory may have appended rows: the verdict stands on the recorded prefix
-        if isinstance(prefix, int) and 0 <= prefix <= len(data) and hashlib.sha256(data[:prefix]).hexdigest() == recorded:
+        if (isinstance(prefix, int) and 0 <= prefix <= len(data)
+                and hashlib.sha256(data[:prefix]).hexdigest() == recorded):
             data = data[:prefix]
         else:
             out.append(problem("trials", f"trials file {trials.get('path')} changed: sha256 recorded "
@@ -356,11 +359,13 @@ def environment_summary(rec: dict[str, Any]) -> dict[str, str | None]:
     gpu = env.get("gpu") or {}
     server_info = env.get("server_info") or env.get("server") or {}
     server_info = server_info if isinstance(server_info, dict) else {}
-    versions = sorted({str(v) for c in conds for v in [c.get("server_version"), (c.get("server_info") or {}).get("version")] if v})
+    versions = sorted({str(v) for c in conds
+                       for v in [c.get("server_version"), (c.get("server_info") or {}).get("version")] if v})
     profiles = sorted({str(c["sim_profile"]) for c in conds if c.get("sim_profile")})
     cfg_sim = (cfg.get("sim") or {}) if isinstance(cfg.get("sim"), dict) else {}
     packages = env.get("packages") or {}
-    stack = ", ".join(f"{k} {packages[k]}" for k in ("sglang", "torch", "flashinfer-python", "sgl-kernel") if packages.get(k))
+    stack = ", ".join(f"{k} {packages[k]}" for k in ("sglang", "torch", "flashinfer-python", "sgl-kernel")
+                      if packages.get(k))
     args = sorted({" ".join(c.get("server_args") or []) for c in conds})
     return {
         "backend": _first(rec.get("backend"), env.get("backend")),
@@ -369,7 +374,8 @@ def environment_summary(rec: dict[str, Any]) -> dict[str, str | None]:
         "gpu": _first(", ".join(sorted(set(gpu.get("names") or []))) if isinstance(gpu, dict) else str(gpu)),
         "driver": gpu.get("driver") if isinstance(gpu, dict) else None,
         "stack": stack or None,
-        "sim_profile": _first(", ".join(profiles), env.get("sim_profile"), server_info.get("sim_profile"), cfg_sim.get("profile"), cfg.get("sim_profile")),
+        "sim_profile": _first(", ".join(profiles), env.get("sim_profile"), server_info.get("sim_profile"),
+                              cfg_sim.get("profile"), cfg.get("sim_profile")),
         "server_args": " | ".join(args) if args else None,
     }
 

@@ -146,7 +146,8 @@ class _Locked:
             self.flock.acquire(timeout=LOCK_TIMEOUT_S)
         except Timeout:
             raise LedgerError(f"{self.flock.lock_file}: another process has held the ledger lock for more than "
-                              f"{LOCK_TIMEOUT_S:g} s; is a run stuck? (delete the file only if none is running)") from None
+                              f"{LOCK_TIMEOUT_S:g} s; is a run stuck? "
+                              "(delete the file only if none is running)") from None
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -62,7 +62,8 @@ def backend_settings(raw: dict[str, Any], source: str = "command line") -> Backe
             raise SpecError(source, "backend.url", "the endpoint backend needs backend.url=http://HOST:PORT")
         parts = urlsplit(backend.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise SpecError(source, "backend.url", f"must be http://HOST:PORT or https://HOST:PORT (got {backend.url!r})")
+            raise SpecError(source, "backend.url",
+                            f"must be http://HOST:PORT or https://HOST:PORT (got {backend.url!r})")
         try:
             _ = parts.port  # urlsplit checks the port's range only when asked
         except ValueError:

@@ -75,7 +75,8 @@ def load_pair(cfg: DictConfig | dict[str, Any]) -> tuple[Hypothesis, Path, Exper
     h = load_hypothesis(h_path)
     e_path = find_file(exp_dir, h.experiment)
     if not e_path.exists():
-        raise SpecError(h_path, "experiment", f"no experiment {h.experiment!r} in {exp_dir}/; available: {available(exp_dir)}")
+        raise SpecError(h_path, "experiment",
+                        f"no experiment {h.experiment!r} in {exp_dir}/; available: {available(exp_dir)}")
     exp = load_experiment(e_path)
     check_pair(h, h_path, exp)  # every level's workload, env and python, before anything starts
     return h, h_path, exp

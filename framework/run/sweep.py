@@ -31,7 +31,8 @@ A prediction's p-value is the p-value of the test behind its verdict (small = ev
 prediction). A sequential or anytime-valid job's fixed-sample p-value is not a valid p-value under
 optional stopping, so the family takes the one that is, when the record holds it:
 `details.p_sequential` (the repeated p-value of a group-sequential stop) or `details.p_anytime`
-(1 / the largest e-value; docs/statistics.md, sections 5, 8 and 10). The adjusted verdict can only be more cautious than the job's own: a `supported`
+(1 / the largest e-value; docs/statistics.md, sections 5, 8 and 10). The adjusted verdict can only
+be more cautious than the job's own: a `supported`
 prediction (or job) whose adjusted test does not reject becomes `inconclusive`; `refuted` and
 `inconclusive` are kept. Predictions without a p-value (e.g. launch outcomes) stay out of the family.
 

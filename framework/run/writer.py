@@ -77,7 +77,8 @@ def reuse(ctx: RunContext, writer: TrialsWriter) -> tuple[set[str], dict[str, in
         before = OmegaConf.load(old_cfg)
         if before.get("hypothesis") != ctx.config.get("hypothesis"):
             raise ConfigError("command line", "resume",
-                              f"{ctx.resume} ran hypothesis {before.get('hypothesis')!r}, not {ctx.config.get('hypothesis')!r}")
+                              f"{ctx.resume} ran hypothesis {before.get('hypothesis')!r}, "
+                              f"not {ctx.config.get('hypothesis')!r}")
     old = read_trials(ctx.resume / "trials.jsonl")
     same_file = (ctx.resume / "trials.jsonl").resolve() == writer.path.resolve()
     attempts: dict[str, int] = {}

@@ -6,7 +6,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class SglangLaunchArgs(BaseModel):
-    """What every server we ship is started with, under SGLang's names (the sim's and the GPU server's args extend it)."""
+    """What every server we ship is started with, under SGLang's names (the sim's and the GPU server's args
+    extend it)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

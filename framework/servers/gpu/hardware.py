@@ -13,7 +13,8 @@ SMI_FIELDS = ("index", "name", "driver_version", "clocks.sm", "clocks.mem", "clo
 
 def parse_smi(csv: str) -> list[dict[str, str]]:
     """Pure: one dict per GPU from ``nvidia-smi --query-gpu=... --format=csv,noheader``."""
-    return [dict(zip(SMI_FIELDS, (p.strip() for p in line.split(",")), strict=False)) for line in csv.strip().splitlines() if line]
+    return [dict(zip(SMI_FIELDS, (p.strip() for p in line.split(",")), strict=False))
+            for line in csv.strip().splitlines() if line]
 
 
 def smi_gpus() -> list[dict[str, str]] | None:

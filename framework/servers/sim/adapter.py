@@ -131,7 +131,8 @@ def plan_assumptions(h: Hypothesis, exp: Experiment, *,
     source = (f"assumptions from the simulator's model of profile {exp.sim.profile!r}: expected means, launch sd "
               f"{sd_launch:.2%} plus {slow_prob:.0%} slow launches ({slow_factor - 1:+.0%}), per-request sd by Monte "
               f"Carlo of its noise model, launch cost = profile start-up "
-              f"({launch_cost and next(iter(launch_cost.values())):.0f} s; a real launch of a large model takes minutes: "
+              f"({launch_cost and next(iter(launch_cost.values())):.0f} s; "
+              "a real launch of a large model takes minutes: "
               f"plan from a pilot run for real costs)")
     if measurement:
         within = ", ".join(f"{v:.2%}" for _, v in sorted(measurement["within"].items()))

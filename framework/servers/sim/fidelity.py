@@ -87,7 +87,8 @@ def sim_clock_bias(h: Hypothesis, exp: Experiment, rows: list[dict[str, Any]]) -
     sims = coverage.conditions(h, exp)
     for c, sc in zip(conds, sims, strict=False):
         workload = design_mod.workload_for(h, exp, c)
-        batches = [float(r["sim_mean_batch"]) for r in rows if r.get("kind") == "request" and r.get("condition") == c.index
+        batches = [float(r["sim_mean_batch"]) for r in rows
+                   if r.get("kind") == "request" and r.get("condition") == c.index
                    and not r.get("warmup") and r.get("ok") and r.get("sim_mean_batch")]
         if not batches or getattr(workload, "concurrency", 1) <= 1:
             continue

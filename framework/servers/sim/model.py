@@ -107,7 +107,8 @@ def allreduce(profile: Profile, args: SimServerArgs, nbytes: float) -> tuple[str
     if (feat.custom_allreduce and not args.disable_custom_all_reduce and ar.custom
             and nbytes <= profile.custom_max_bytes):
         return "custom", interp(ar.custom, nbytes)
-    if args.enable_torch_symm_mem and feat.torch_symm_mem and ar.torch_symm_mem and nbytes <= profile.symm_mem_max_bytes:
+    if (args.enable_torch_symm_mem and feat.torch_symm_mem and ar.torch_symm_mem
+            and nbytes <= profile.symm_mem_max_bytes):
         return "torch_symm_mem", interp(ar.torch_symm_mem, nbytes)
     return "nccl", interp(ar.nccl, nbytes)
 
