@@ -1,0 +1,33 @@
+"""A run interrupted before the redesign (its directory written at 08a34bb: format-1 trials, the old
+`framework.sim` module string in its .hydra config) resumes under today's code, reuses its finished
+launches and reaches the same verdict and estimates the old code reached for the same seed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from cli_helpers import framework, ledger_records, no_servers_left
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pre_redesign"
+EXPECTED = json.loads((FIXTURES / "expected.json").read_text())["ledgers"]["resumed.jsonl"]["verdicts"][0]
+
+
+def test_an_old_interrupted_run_resumes_to_the_old_answer(workdir: Path) -> None:
+    shutil.copytree(FIXTURES / "runs" / "resumed_interrupted", workdir / "old")
+    assert "framework.sim" in (workdir / "old" / ".hydra" / "config.yaml").read_text()
+    result = framework("run", "hypothesis=torch_symm_mem", "ledger=verdicts.jsonl", "design.launches=4",
+                       "design.seed=21", "resume=old", "hydra.run.dir=new", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rec = [r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"][-1]
+    attempts = rec["analysis"]["launch_attempts"]
+    assert sum(1 for a in attempts.values() if a["reused_from"]) == 2  # the two launches finished before
+    assert rec["analysis"]["stopping"]["launches_per_condition"] == EXPECTED["launches_per_condition"]
+    assert rec["verdict"] == EXPECTED["verdict"]
+    got = {p["id"]: p for p in rec["predictions"]}
+    for p in EXPECTED["predictions"]:
+        assert (got[p["id"]]["estimate"], got[p["id"]]["ci"]) == (p["estimate"], p["ci"]), p["id"]
+    rows = [json.loads(line) for line in (workdir / "new" / "trials.jsonl").read_text().splitlines()]
+    assert {r.get("format", 1) for r in rows} == {1, 2}  # old rows kept as written, new ones format 2
+    assert no_servers_left(workdir)
