@@ -18,12 +18,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from cli_helpers import stop_group
+from cli_helpers import ROOT, stop_group
 
 pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")
 openai = pytest.importorskip("openai")
 
-ROOT = Path(__file__).resolve().parents[2]
 SPEC = ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
         "--speculative-num-draft-tokens", "4", "--speculative-accept-rate", "0.5"]
 
