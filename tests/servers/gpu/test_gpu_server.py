@@ -1,7 +1,7 @@
 """The GPU server (tiny shape, CPU) through a real process and real HTTP: the API the sim answers.
 
 One server per module keeps this fast; it runs speculative decoding so the verify-pass fields show.
-The assertions mirror tests/sim/test_server.py: both servers share one HTTP layer, this checks the
+The assertions mirror tests/servers/sim/test_server.py: both servers share one HTTP layer, this checks the
 GPU engine behind it.
 """
 
