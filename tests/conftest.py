@@ -1,4 +1,4 @@
-"""Shared fixtures for the top-level tests (helpers live in cli_helpers.py).
+"""Shared fixtures for every test, in any folder (helpers live in cli_helpers.py).
 
 Property tests are derandomized: Hypothesis draws its examples from a seed fixed by each test's
 source, keeps no example database, and has no per-example deadline, so a run gives the same

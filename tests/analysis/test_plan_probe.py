@@ -3,7 +3,7 @@
 The unit test in tests/analysis/test_planning.py checks how a given measurement enters the plan; this one checks
 that the CLI really launches the probe, that what it prints was measured (a finite sd per condition),
 and that the measured noise enters the plan: never fewer launches than the model alone, which is what
-`probe=false` plans with (tests/test_cli.py checks that `probe=false` prints no probe). Two conditions
+`probe=false` plans with (tests/cli/test_cli.py checks that `probe=false` prints no probe). Two conditions
 keep it small, about 10 s: the probe is 2 launches x 4 requests per condition (`plan_cmd.PROBE_*`).
 """
 

@@ -104,6 +104,6 @@ def test_the_sims_measurement_noise_enters_the_plan_from_the_profile():
     noisy = {"within": {0: 0.02, 1: 0.02, 2: 0.02, 3: 0.02}, "between": 0.005, "launches": 2, "requests": 4,
              "speedup": 20}
     rows, source = plan_from_profile(h, exp, power=0.9, requests=2, warmup=1, alpha=0.05, measurement=noisy)
-    # without it the same plan is 9 launches per condition (tests/test_cli.py, plan with probe=false)
+    # without it the same plan is 9 launches per condition (tests/cli/test_cli.py, plan with probe=false)
     assert rows[0].launches_per_condition > 9
     assert "measurement noise" in source and "between launches 0.50%" in source

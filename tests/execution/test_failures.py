@@ -1,4 +1,4 @@
-"""Failure classes from exit codes and log lines (pure). Real llama.cpp processes: tests/test_llamacpp.py."""
+"""Failure classes from exit codes and log lines (pure). Real llama.cpp processes: tests/e2e/test_llamacpp.py."""
 
 from __future__ import annotations
 

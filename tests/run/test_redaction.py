@@ -6,13 +6,12 @@ import json
 import stat
 from pathlib import Path
 
-from cli_helpers import framework, ledger_records, starts_hypothesis
+from cli_helpers import ROOT, framework, ledger_records, starts_hypothesis
 from framework.core.design import conditions
 from framework.execution.backends import BackendSettings, server_spec
 from framework.run.redaction import Redactor, is_secret_name, ledger_salt, secret_overrides, secret_values
 from framework.core.spec import load_experiment, load_hypothesis
 
-ROOT = Path(__file__).resolve().parent.parent
 KEY = "PLANTED-api-key-7f3a9c"
 TOKEN = "PLANTED-hf-token-c4e1d2"
 

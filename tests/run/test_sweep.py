@@ -11,12 +11,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cli_helpers import ROOT as REPO
 from omegaconf import OmegaConf
 from statsmodels.stats.multitest import multipletests
 
 from framework.run.sweep import SweepSummary, expected_jobs, summarize, to_markdown, write_summary
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def record(name: str, preds: list[tuple[str, str, float | None]], verdict: str = "supported",

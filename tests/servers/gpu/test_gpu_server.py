@@ -1,7 +1,7 @@
 """The GPU server (tiny shape, CPU) through a real process and real HTTP: the API the sim answers.
 
 One server per module keeps this fast; it runs speculative decoding so the verify-pass fields show.
-The assertions mirror tests/sim/test_server.py: both servers share one HTTP layer, this checks the
+The assertions mirror tests/servers/sim/test_server.py: both servers share one HTTP layer, this checks the
 GPU engine behind it.
 """
 
@@ -18,12 +18,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from cli_helpers import stop_group
+from cli_helpers import ROOT, stop_group
 
 pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")
 openai = pytest.importorskip("openai")
 
-ROOT = Path(__file__).resolve().parents[2]
 SPEC = ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
         "--speculative-num-draft-tokens", "4", "--speculative-accept-rate", "0.5"]
 

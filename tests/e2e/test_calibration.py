@@ -1,7 +1,7 @@
 """The seed's four figures, at real speed, through the framework's launcher and HTTP client.
 
 The simulator's noise is switched off (`--sim-noise-scale 0`) so the check is of the mean model
-plus the measurement path, not of a random draw; the noise itself is tested in tests/sim.
+plus the measurement path, not of a random draw; the noise itself is tested in tests/servers/sim.
 """
 
 from __future__ import annotations

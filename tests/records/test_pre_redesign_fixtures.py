@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "pre_redesign"
 LEDGERS = ["sim_hypotheses.jsonl", "resumed.jsonl", "anytime.jsonl", "sweep.jsonl"]
 

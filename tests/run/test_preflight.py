@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from cli_helpers import ROOT
 from framework.run.preflight import backend_settings, executable_problem, level_problems
 from framework.core.spec import SpecError, load_experiment, load_hypothesis
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("raw,field,fragment", [

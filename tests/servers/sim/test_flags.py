@@ -7,11 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import ROOT
 
 from framework.servers.sim import flags
 from framework.servers.sim.args import build_parser, parse_server_args
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _value(f: dict) -> list[str]:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from cli_helpers import ROOT
 from framework.analysis.verdicts import analyze
 from framework.core.design import conditions
 from framework.core.evidence import empty_conditions
 from framework.core.spec import load_hypothesis
 from stats_rows import simulate
 
-ROOT = Path(__file__).resolve().parent.parent
 SEED_MEANS = {0: 92.6, 1: 92.7, 2: 140.0, 3: 160.0}
 
 

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_helpers import ROOT as REPO
 
-REPO = Path(__file__).resolve().parent.parent
 PARTITION = "debug"  # conf/hydra/launcher/slurm_local.yaml
 HYPOTHESES = ("eagle3_allreduce", "torch_symm_mem")
 

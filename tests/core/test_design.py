@@ -1,12 +1,12 @@
 """Conditions and the randomized-block schedule."""
 
 from collections import Counter
-from pathlib import Path
+
+from cli_helpers import ROOT
 
 from framework.core import design
 from framework.core.spec import load_experiment, load_hypothesis
 
-ROOT = Path(__file__).resolve().parent.parent
 H = load_hypothesis(ROOT / "hypotheses" / "eagle3_allreduce.yaml")
 E = load_experiment(ROOT / "experiments" / "rtx_pro_6000_tp8.yaml")
 

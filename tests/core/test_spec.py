@@ -6,9 +6,9 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
+from cli_helpers import ROOT
 from framework.core.spec import SpecError, load_experiment, load_hypothesis, parse_yaml
 
-ROOT = Path(__file__).resolve().parent.parent
 BASE = (ROOT / "hypotheses" / "eagle3_allreduce.yaml").read_text()
 
 

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cli_helpers import ROOT, framework, ledger_records  # noqa: E402
 
 

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from cli_helpers import ROOT
 from framework.servers.sim.fidelity import decision_could_move
 from framework.servers.sim import model
 from framework.servers.sim.args import parse_server_args
 from framework.servers.sim.profile import load_profile
 from framework.core.spec import load_hypothesis
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_batch_bias_is_zero_at_the_nominal_batch_and_grows_with_the_shortfall():

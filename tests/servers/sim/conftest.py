@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from cli_helpers import ROOT as REPO
 from cli_helpers import stop_group
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:

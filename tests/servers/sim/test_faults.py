@@ -1,5 +1,5 @@
 """The fault plan: flags and plan files parse into one validated plan (the faults themselves are
-exercised end to end in tests/test_fault_injection.py)."""
+exercised end to end in tests/e2e/test_fault_injection.py)."""
 
 from __future__ import annotations
 

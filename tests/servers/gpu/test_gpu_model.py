@@ -10,12 +10,13 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")
 
+from cli_helpers import ROOT  # noqa: E402
+
 from framework.servers.gpu import shapes  # noqa: E402
 from framework.servers.gpu.comm import TPGroup  # noqa: E402
 from framework.servers.gpu.executor import Executor, graph_batch_sizes  # noqa: E402
 from framework.servers.gpu.model import Llama  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = shapes.PRESETS["tiny"]
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs and symmetric memory need a GPU "
                           "(exercised on the device by benchmarks/gpu/run_device.sh)")
