@@ -15,7 +15,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 PACKAGE = TESTS.parent / "framework"
 FIXTURES = TESTS / "fixtures"  # data and helper programs the tests start, no test modules
-ROOT_TESTS = {"test_layout.py", "test_packaging.py"}  # the repository as a whole, not one room
+ROOT_TESTS = {"test_layout.py", "test_packaging.py", "test_exported_members.py", "test_import_graph.py"}  # the package as a whole
 HELPERS = {"conftest.py", "cli_helpers.py", "records_fixtures.py", "stats_rows.py"}  # at the root only
 
 
