@@ -32,11 +32,15 @@ from framework.core.metrics import is_launch_metric
 from framework.core.spec import Design, Experiment, Hypothesis
 from framework.errors import EXIT_OK, ConfigError
 from framework.execution import adapters
-from framework.execution.backends import BACKENDS, Backend
+from framework.execution.backends import BACKENDS, Backend, BackendSettings, server_spec
+from framework.execution.client import run_workload
+from framework.execution.launcher import LaunchError, ServerProcess, free_port
 from framework.present.progress import make_console
 from framework.records.trials import read_trials
 from framework.run.compose import compose
 from framework.run.resolve import precheck, resolve_config
+from framework.stats.sequential import inflation_factor, sequential_cap
+from framework.stats.variance import components, pooled_components
 
 PLAN_KEYS = ("pilot", "power", "probe")
 PROBE_LAUNCHES, PROBE_REQUESTS = 2, 4  # per condition: enough to see the sim's measurement noise, ~15 s in all
@@ -55,10 +59,6 @@ def probe_measurement_noise(h: Hypothesis, exp: Experiment, backend_cfg: dict[st
     import math
     import tempfile
 
-    from framework.execution.backends import BackendSettings, server_spec
-    from framework.execution.client import run_workload
-    from framework.execution.launcher import LaunchError, ServerProcess, free_port
-    from framework.stats.variance import components, pooled_components
 
     backend = BackendSettings.model_validate({**backend_cfg, "noise_scale": 0.0})
     within: dict[int, float] = {}
@@ -193,8 +193,6 @@ def print_plan(console: Console, h: Hypothesis, rows: list[PlanRow], power: floa
     console.print(f"whole hypothesis: {n if n is not None else 'not reachable'} launches per condition "
                   f"(design.launches={n})" if n else "whole hypothesis: see the notes above", highlight=False)
     if n:
-        from framework.stats.sequential import inflation_factor, sequential_cap
-
         cap = sequential_cap(n, block, alpha)
         console.print(f"sequential (design.sequential=true): blocks of {block} up to {cap} launches per condition "
                       f"({cap // block} looks, inflation factor {inflation_factor(alpha, cap // block):.3f} "

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from framework.core.design import Condition
 from framework.present import format as fmt
+from framework.stats.variance import optimal_requests
 
 VERDICT_STYLE = {"supported": "green", "refuted": "red", "inconclusive": "yellow"}
 
@@ -128,8 +129,6 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
 
 def print_noise(console: Console, record: dict[str, Any]) -> None:
     """Launch-level noise per condition and the cost-optimal requests per launch (two-stage sampling)."""
-    from framework.stats.variance import optimal_requests
-
     var = (record.get("analysis", {}).get("details") or {}).get("variance") or {}
     by_condition = var.get("by_condition") or {}
     c_launch, c_request = var.get("launch_cost_s"), var.get("request_cost_s")

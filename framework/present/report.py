@@ -29,8 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from framework.core.spec import Hypothesis, parse_yaml, validate_model
 from framework.errors import ReportError  # noqa: F401  (one hierarchy: framework.errors)
 from framework.present import format as fmt
+from framework.records import ledger
+from framework.records.audit import environment_summary, resolve_trials
 from framework.records.trials import TrialsFileError, read_json_object, read_trials
 
 VERDICT_COLORS = {"supported": "#2e7d32", "refuted": "#c62828", "inconclusive": "#9e9e9e"}
@@ -103,8 +106,6 @@ class Criterion:
 
 def criteria(record: dict[str, Any]) -> dict[str, Criterion]:
     """Margins and thresholds of each prediction, from the hypothesis content the record holds."""
-    from framework.core.spec import Hypothesis, parse_yaml, validate_model
-
     content = (record.get("hypothesis") or {}).get("content")
     if not content:
         return {}
@@ -362,8 +363,6 @@ def _slug(text: str) -> str:
 def record_blocks(record: dict[str, Any], rows: list[dict[str, Any]] | None, prefix: str,
                   heading_level: int = 1) -> list[Block]:
     """The section of one verdict record: backend banner, predictions, figures, conditions, provenance."""
-    from framework.records.audit import environment_summary
-
     hyp = record.get("hypothesis") or {}
     backend = record.get("backend", "?")
     note = ("simulated backend: these numbers come from the performance model, not from hardware"
@@ -533,9 +532,6 @@ def _job_key(p: Path) -> tuple[int, Any]:
 def build(path: Path) -> tuple[str, list[Block], Path, str]:
     """(title, blocks, output directory, output stem) for a run dir, a multirun dir or a ledger."""
     if path.is_file():
-        from framework.records import ledger
-        from framework.records.audit import resolve_trials
-
         blocks: list[Block] = [Heading(1, f"Ledger report: {path.name}")]
         records = [r for r in ledger.read(path) if r.get("kind") == "verdict"]
         if not records:

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from framework.analysis.rules import CURRENT, rules_for, version_of
+from framework.analysis.verdicts import distinct_rows
+from framework.core.spec import Hypothesis, SpecError, check_hypothesis, parse_yaml, validate_model
 from framework.records import ledger
 from framework.records.ledger import Problem
 from framework.records.trials import parse_trials
@@ -134,15 +136,11 @@ def resolve_trials(ledger_path: str | Path, trials_path: str) -> Path | None:
 
 def hypothesis_from_record(record: dict[str, Any]) -> Any:
     """Rebuild the Hypothesis exactly as registered from the content stored in the record."""
-    from framework.core.spec import Hypothesis, check_hypothesis, parse_yaml, validate_model
-
     ref = record.get("hypothesis") or {}
     label = f"{ref.get('name')}@{str(ref.get('sha256'))[:12]} (as recorded)"
     h = validate_model(Hypothesis, parse_yaml(ref["content"], label), label)
     problems = check_hypothesis(h)
     if problems:
-        from framework.core.spec import SpecError
-
         raise SpecError(label, *problems[0])
     return h
 
@@ -280,7 +278,6 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
                                f"{str(recorded)[:12]}, now {actual[:12]}"))
             return out, ""  # recomputing from altered data says nothing more
     rows = parse_trials(data, path)
-    from framework.analysis.verdicts import distinct_rows
 
     try:
         _, dropped = distinct_rows(rows)

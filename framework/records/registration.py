@@ -22,6 +22,7 @@ from typing import Any
 from framework.core.spec import SpecError, parse_yaml
 from framework.errors import RegistrationChanged  # noqa: F401  (one hierarchy: framework.errors)
 from framework.records import ledger
+from framework.records.environment import git_info
 from framework.records.models import AmendmentRecord, HypothesisRef, RegistrationRecord
 
 
@@ -49,8 +50,6 @@ def hypothesis_ref(path: str | Path) -> HypothesisRef:
 
 
 def _git_commit() -> str | None:
-    from framework.records.environment import git_info
-
     return git_info()["commit"]
 
 

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from framework.analysis.verdicts import Analysis, analyze, sequential_look
 from framework.core import design as design_mod
+from framework.core.workload import total_requests
 from framework.present.progress import RunProgress
 from framework.run.context import RunContext
 from framework.run.launch import run_launch
@@ -66,8 +67,6 @@ def measure(ctx: RunContext, writer: TrialsWriter, reused: set[str], attempts: d
 
 def requests_per_launch(ctx: RunContext) -> int:
     """Requests a launch may send (warm-up, measured, a closed loop's cool-down), the most of any condition."""
-    from framework.core.workload import total_requests
-
     counts = []
     for cond in design_mod.conditions(ctx.hypothesis):
         w = design_mod.workload_for(ctx.hypothesis, ctx.experiment, cond)

@@ -15,12 +15,17 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from pydantic import ValidationError
 
+from framework.analysis.planning import anytime_cap, anytime_launch_floor
 from framework.core.spec import Design, Experiment, Hypothesis, load_experiment, load_hypothesis
 from framework.errors import BackendConfigError, ConfigError, SpecError
 from framework.execution import adapters
 from framework.execution.backends import Backend, BackendSettings
 from framework.execution.backends import check as check_backend
+from framework.records import ledger
+from framework.records.trials import read_trials
+from framework.run.compose import compose, sweep_variants
 from framework.run.preflight import backend_fits, backend_settings, check_pair
+from framework.stats.sequential import sequential_cap
 
 
 @dataclass(frozen=True)
@@ -108,9 +113,6 @@ def effective_design(base: Design, overrides: dict[str, Any], h: Hypothesis | No
         loc = ".".join(str(p) for p in err["loc"])
         raise ConfigError("command line", f"design.{loc}", f"{err['msg']} (got {err.get('input')!r})") from None
     if d.sequential.enabled and d.sequential.max_launches is None:
-        from framework.analysis.planning import anytime_cap, anytime_launch_floor
-        from framework.stats.sequential import sequential_cap
-
         if d.analysis == "anytime":
             cap = anytime_cap(d.launches, d.sequential.block, d.alpha)
             if h is not None:
@@ -178,10 +180,6 @@ def resume_dir(path: Path, run_dir: Path) -> Path:
 
 def precheck(overrides: list[str]) -> None:
     """Raise a UserError for anything that would make the run (every job of a sweep) fail before measuring."""
-    from framework.records import ledger
-    from framework.records.trials import read_trials
-    from framework.run.compose import compose, sweep_variants
-
     for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
         cfg = compose(variant)
         resolve_config(cfg)
