@@ -1,7 +1,7 @@
 """Generate the simulator's SGLang flag table from SGLang's own ``server_args.py`` (not hand-typed).
 
 Reads the source statically (``ast``; SGLang and its CUDA dependencies are never imported), and
-writes ``framework/sim/sglang_flags.json``: every ``parser.add_argument`` of
+writes ``framework/servers/sim/sglang_flags.json``: every ``parser.add_argument`` of
 ``ServerArgs.add_cli_args`` (option strings, dest, type, default, choices, nargs, action,
 required, help) and every ``ServerArgs`` dataclass field with its default. Defaults written as
 ``ServerArgs.<field>`` are resolved from the dataclass; choices named by module constants are
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).resolve().parent.parent / "framework" / "sim" / "sglang_flags.json"
+OUT = Path(__file__).resolve().parent.parent / "framework" / "servers" / "sim" / "sglang_flags.json"
 
 
 class Unresolved(Exception):
