@@ -42,3 +42,16 @@ def simulate(h: Hypothesis, means: dict[int, float], *, launches: int | dict[int
                              "levels": c.levels, "index": i, "warmup": i < warmup, "ok": True, metric: v,
                              "e2e_s": 2.5})
     return rows
+
+
+def fail_launches(rows: list[dict[str, Any]], launch_ids: set[str] | list[str],
+                  error: str = "CUDA error: out of memory") -> list[dict[str, Any]]:
+    """The rows with these launches failed at start-up: their launch row not ok, their other rows gone."""
+    out = []
+    for r in rows:
+        if r["launch_id"] in launch_ids:
+            if r["kind"] == "launch":
+                out.append({**r, "ok": False, "error": error, "log_tail": [f"RuntimeError: {error}"]})
+            continue
+        out.append(r)
+    return out

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from stats_rows import fail_launches, simulate
 
 from framework.analysis.verdicts import LOSS_LIMIT, TrialsConflict, analyze, sequential_look
 from framework.core.spec import Hypothesis, load_hypothesis
-from stats_rows import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_MEANS = {0: 92.6, 1: 54.1, 2: 92.7, 3: 96.1}  # fusion off/on x baseline/eagle3, see conditions()
@@ -205,20 +205,10 @@ def test_an_interrupted_attempt_left_in_the_file_is_set_aside_for_its_rerun(eagl
     assert a.details["superseded_attempts"] == ["c1-r0-a1"]
 
 
-def _fail(rows, launch_ids, error="CUDA error: out of memory"):
-    out = []
-    for r in rows:
-        if r["launch_id"] in launch_ids:
-            if r["kind"] == "launch":
-                out.append({**r, "ok": False, "error": error, "log_tail": [f"RuntimeError: {error}"]})
-            continue
-        out.append(r)
-    return out
-
 
 def test_a_condition_that_lost_most_launches_is_inconclusive_and_the_reason_says_why(eagle):
     """7 of 9 launches failed at start-up: the 2 survivors gave 'supported' (TOST p = 0.0003) before."""
-    rows = _fail(simulate(eagle, SEED_MEANS, launches=9, sd_request=EAGLE_SD, seed=13),
+    rows = fail_launches(simulate(eagle, SEED_MEANS, launches=9, sd_request=EAGLE_SD, seed=13),
                  {f"c0-r{i}-a1" for i in range(7)})
     p = {p.id: p for p in analyze(eagle, rows).predictions}["neutral_for_baseline"]
     assert p.verdict == "inconclusive"
@@ -227,7 +217,7 @@ def test_a_condition_that_lost_most_launches_is_inconclusive_and_the_reason_says
 
 
 def test_a_single_lost_launch_is_named_in_the_reason(eagle):
-    rows = _fail(simulate(eagle, SEED_MEANS, launches=9, sd_request=EAGLE_SD, seed=14), {"c3-r2-a1"})
+    rows = fail_launches(simulate(eagle, SEED_MEANS, launches=9, sd_request=EAGLE_SD, seed=14), {"c3-r2-a1"})
     by = {p.id: p for p in analyze(eagle, rows).predictions}
     assert by["helps_eagle3"].verdict == "supported"
     for pid in ("helps_eagle3", "helps_eagle3_more_than_baseline"):
@@ -340,7 +330,7 @@ def test_anytime_looks_use_the_full_alpha_at_every_look(eagle):
 
 def test_anytime_pairs_launches_by_block_and_drops_incomplete_blocks(eagle):
     h = _with(eagle, analysis="anytime")
-    rows = _fail(simulate(h, SEED_MEANS, launches=9, sd_request=EAGLE_SD, seed=3), {"c1-r4-a1"})
+    rows = fail_launches(simulate(h, SEED_MEANS, launches=9, sd_request=EAGLE_SD, seed=3), {"c1-r4-a1"})
     by = {p.id: p for p in analyze(h, rows).predictions}
     assert by["helps_eagle3"].details["blocks"] == 8 and "4" not in by["helps_eagle3"].details["block_ids"]
     assert by["neutral_for_baseline"].details["blocks"] == 9

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
-from stats_rows import simulate
+from stats_rows import fail_launches, simulate
 
 from framework.analysis.verdicts import analyze, sequential_look
 from framework.core.design import conditions
@@ -51,17 +51,6 @@ def _with(h: Hypothesis, *, predictions: list[dict[str, Any]] | None = None, met
         data["metric"] = metric
     return Hypothesis.model_validate(data)
 
-
-def _fail(rows: list[dict[str, Any]], launch_ids: set[str], error: str = "CUDA error: out of memory"
-          ) -> list[dict[str, Any]]:
-    out = []
-    for r in rows:
-        if r["launch_id"] in launch_ids:
-            if r["kind"] == "launch":
-                out.append({**r, "ok": False, "error": error, "log_tail": [f"RuntimeError: {error}"]})
-            continue
-        out.append(r)
-    return out
 
 
 def _throughput_rows(h: Hypothesis, launches: int = 4, sd_launch: float = 0.03, seed: int = 0
@@ -167,13 +156,13 @@ def _mixed_kinds(method: str | None) -> Callable[[], Any]:
 
 def _losses() -> Any:
     h = _load("eagle3_allreduce")
-    rows = _fail(simulate(h, SEED_MEANS, launches=9, sd_request=EAGLE_SD, seed=14), {"c3-r2-a1"})
+    rows = fail_launches(simulate(h, SEED_MEANS, launches=9, sd_request=EAGLE_SD, seed=14), {"c3-r2-a1"})
     return analyze(h, rows)
 
 
 def _loss_limit() -> Any:
     h = _load("eagle3_allreduce")
-    rows = _fail(simulate(h, SEED_MEANS, launches=9, sd_request=EAGLE_SD, seed=13), {f"c0-r{i}-a1" for i in range(7)})
+    rows = fail_launches(simulate(h, SEED_MEANS, launches=9, sd_request=EAGLE_SD, seed=13), {f"c0-r{i}-a1" for i in range(7)})
     return analyze(h, rows)
 
 
