@@ -12,7 +12,6 @@ from pathlib import Path
 
 import psutil
 
-
 ROOT = Path(__file__).resolve().parent.parent
 
 # Every framework a test starts carries this variable (set to the test's working directory) and

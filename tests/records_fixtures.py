@@ -18,10 +18,10 @@ import numpy as np
 
 from framework.analysis.verdicts import Analysis, ConditionSummary, MetricSummary, PredictionResult
 from framework.core.design import conditions
+from framework.core.spec import Hypothesis, Interaction, Launches, load_hypothesis
 from framework.records import ledger
 from framework.records.models import VerdictRecord
 from framework.records.registration import check_or_amend
-from framework.core.spec import Hypothesis, Interaction, Launches, load_hypothesis
 
 ROOT = Path(__file__).resolve().parents[1]
 EAGLE = ROOT / "hypotheses" / "eagle3_allreduce.yaml"

@@ -30,15 +30,14 @@ from framework.cli.args import kv_pairs
 from framework.core import design as design_mod
 from framework.core.metrics import is_launch_metric
 from framework.core.spec import Design, Experiment, Hypothesis
-from framework.errors import EXIT_OK, ConfigError
+from framework.errors import EXIT_OK, ConfigError, LaunchError
 from framework.execution import adapters
-from framework.execution.backends import BACKENDS, Backend, BackendSettings, server_spec
+from framework.execution.backends import Backend, BackendSettings, server_spec
 from framework.execution.client import run_workload
-from framework.execution.launcher import LaunchError, ServerProcess, free_port
+from framework.execution.launcher import ServerProcess, free_port
 from framework.present.progress import make_console
 from framework.records.trials import read_trials
-from framework.run.compose import compose
-from framework.run.resolve import precheck, resolve_config
+from framework.run.resolve import precheck_one
 from framework.stats.sequential import inflation_factor, sequential_cap
 from framework.stats.variance import components, pooled_components
 
@@ -102,7 +101,7 @@ def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests:
 def profile_assumptions(h: Hypothesis, exp: Experiment, *, row: Backend | None = None,
                         measurement: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
     """The model's assumptions for `plan` / `plan_anytime` (the backend row's model adapter; the sim's by default)."""
-    return adapters.planning_model(row or BACKENDS["sim"]).plan_assumptions(h, exp, measurement=measurement)
+    return adapters.planning_model(row).plan_assumptions(h, exp, measurement=measurement)
 
 
 def main(args: list[str]) -> int:
@@ -112,12 +111,11 @@ def main(args: list[str]) -> int:
     if probe not in ("true", "false", "1", "0", "yes", "no"):
         raise ConfigError("command line", "probe", f"true or false (got {kv['probe']!r})")
     try:
-        precheck(overrides)
+        _, resolved = precheck_one(overrides, "plan")
     except ConfigError as exc:
         if "." in exc.field or "unknown key" not in exc.message:
             raise
         raise ConfigError(exc.file, exc.field, f"{exc.message}; and plan's own: {', '.join(PLAN_KEYS)}") from None
-    resolved = resolve_config(compose(overrides))
     h, exp, d = resolved.hypothesis, resolved.experiment, resolved.design
     try:
         power = float(kv.get("power", 0.9))

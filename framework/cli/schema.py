@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from framework.core.trials import LaunchRow, RequestRow, WorkloadRow
 from framework.errors import EXIT_OK
 from framework.records.models import AmendmentRecord, RegistrationRecord, VerdictRecord
-from framework.records.trials import LaunchRow, RequestRow, WorkloadRow
 
 KINDS = {
     "verdict": VerdictRecord,

@@ -19,7 +19,7 @@ from framework.core import yamlio
 from framework.core.metrics import LAUNCH_METRICS, REQUEST_METRICS, SLO_KEYS, check_metric, needs_slo
 from framework.core.vocabulary import AnalysisMethod, FailureClass
 from framework.core.workload import Workload
-from framework.errors import SpecError  # noqa: F401  (one hierarchy: framework.errors)
+from framework.errors import SpecError
 
 METRICS: dict[str, str] = {**REQUEST_METRICS, **LAUNCH_METRICS}  # plus <metric>.<stat>: framework.core.metrics
 

@@ -15,7 +15,6 @@ Both read the same way: a missing field is None.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
@@ -24,7 +23,6 @@ from pydantic import BaseModel, ConfigDict
 from framework.errors import TrialsFileError
 
 FORMAT = 2  # the trials format this code writes
-ROW_MODELS: dict[str, type[BaseModel]] = {}
 
 
 class _Row(BaseModel):
@@ -142,7 +140,8 @@ class WorkloadRow(_Row):
     client: dict = {}
 
 
-ROW_MODELS.update(launch=LaunchRow, launch_end=LaunchEndRow, request=RequestRow, workload=WorkloadRow)
+ROW_MODELS: dict[str, type[_Row]] = {"launch": LaunchRow, "launch_end": LaunchEndRow, "request": RequestRow,
+                                     "workload": WorkloadRow}
 
 
 def parse_trials(data: bytes, path: str | Path) -> list[dict]:
@@ -175,41 +174,35 @@ class Trials:
 
     def __init__(self, rows: Iterable[dict[str, Any]]) -> None:
         self.rows = list(rows)
-        self._by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self._by_kind = self._group("kind")
+
+    def _group(self, key: str) -> dict[Any, list[dict[str, Any]]]:
+        out: dict[Any, list[dict[str, Any]]] = {}
         for r in self.rows:
-            self._by_kind[str(r.get("kind"))].append(r)
+            out.setdefault(r.get(key), []).append(r)
+        return out
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return self._by_kind.get(kind, [])
 
-    @property
-    def launches(self) -> list[LaunchRow]:
-        return [LaunchRow.model_validate(r) for r in self.of_kind("launch")]
+    def typed(self, kind: str) -> list[Any]:
+        """The rows of `kind` parsed into their model (`ROW_MODELS`)."""
+        return [ROW_MODELS[kind].model_validate(r) for r in self.of_kind(kind)]
 
     @property
-    def launch_ends(self) -> list[LaunchEndRow]:
-        return [LaunchEndRow.model_validate(r) for r in self.of_kind("launch_end")]
+    def launches(self) -> list[LaunchRow]:
+        return self.typed("launch")
 
     @property
     def requests(self) -> list[RequestRow]:
-        return [RequestRow.model_validate(r) for r in self.of_kind("request")]
-
-    @property
-    def workloads(self) -> list[WorkloadRow]:
-        return [WorkloadRow.model_validate(r) for r in self.of_kind("workload")]
+        return self.typed("request")
 
     def by_launch(self) -> dict[str, list[dict[str, Any]]]:
         """Every row of each launch id, in file order."""
-        out: dict[str, list[dict[str, Any]]] = {}
-        for r in self.rows:
-            out.setdefault(r["launch_id"], []).append(r)
-        return out
+        return self._group("launch_id")
 
     def by_condition(self) -> dict[int, list[dict[str, Any]]]:
-        out: dict[int, list[dict[str, Any]]] = {}
-        for r in self.rows:
-            out.setdefault(int(r["condition"]), []).append(r)
-        return out
+        return {int(c): rows for c, rows in self._group("condition").items()}
 
     @property
     def formats(self) -> set[int]:

@@ -44,9 +44,9 @@ def for_server(row: Backend, server_info: dict[str, Any] | None) -> ModuleType |
     return load(other.adapter) if other is not None else None
 
 
-def planning_model(row: Backend) -> ModuleType:
+def planning_model(row: Backend | None = None) -> ModuleType:
     """The model `plan` asks without a pilot: the row's own, else the simulator's model of the experiment's
     hardware profile (the only model the project ships)."""
-    adapter = for_row(row) or for_row(BACKENDS["sim"])
+    adapter = (for_row(row) if row is not None else None) or for_row(BACKENDS["sim"])
     assert adapter is not None, "the sim row names its adapter"
     return adapter

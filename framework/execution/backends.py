@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from framework.core import design
 from framework.core.spec import Experiment, Hypothesis
-from framework.errors import BackendConfigError  # noqa: F401  (one hierarchy: framework.errors)
+from framework.errors import BackendConfigError
 from framework.execution.failures import Patterns
 from framework.execution.launcher import ServerSpec
 

@@ -19,7 +19,7 @@ import signal
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from framework.core.vocabulary import FAILURE_CLASSES, FailureClass  # noqa: F401  (re-exported: one source)
+from framework.core.vocabulary import FailureClass
 
 Patterns = Sequence[tuple[str, str]]  # (class, regular expression), tried in order on each line
 

@@ -37,7 +37,7 @@ from typing import Mapping
 
 import requests
 
-from framework.errors import LaunchError  # noqa: F401  (one hierarchy: framework.errors)
+from framework.errors import LaunchError
 
 READY_POLL_S = 0.05
 STOP_GRACE_S = 10.0

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from framework.core.spec import Hypothesis, parse_yaml, validate_model
-from framework.errors import ReportError  # noqa: F401  (one hierarchy: framework.errors)
+from framework.errors import ReportError, TrialsFileError
 from framework.present import format as fmt
 from framework.records import ledger
 from framework.records.audit import environment_summary, resolve_trials
-from framework.records.trials import TrialsFileError, read_json_object, read_trials
+from framework.records.trials import read_json_object, read_trials
 
 VERDICT_COLORS = {"supported": "#2e7d32", "refuted": "#c62828", "inconclusive": "#9e9e9e"}
 FIG_DIR = "report_figures"

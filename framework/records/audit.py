@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from framework.analysis.rules import CURRENT, rules_for, version_of
+from framework.analysis import rules
 from framework.analysis.verdicts import distinct_rows
-from framework.core.spec import Hypothesis, SpecError, check_hypothesis, parse_yaml, validate_model
+from framework.core.spec import Hypothesis, check_hypothesis, parse_yaml, validate_model
+from framework.core.trials import parse_trials
+from framework.errors import SpecError
 from framework.records import ledger
 from framework.records.ledger import Problem
-from framework.records.trials import parse_trials
 
 REL_TOL = 1e-9
 ABS_TOL = 1e-300  # only so that exact zeros compare equal
@@ -199,29 +200,30 @@ def _as_analysis(result: Any) -> Any:
 def recompute(record: dict[str, Any], rows: list[dict[str, Any]], version: int | None = None) -> Any:
     """The analysis of `rows` with the hypothesis content and the settings the record holds, under the
     decision rules of `version` (default: the version the record was made under)."""
-    rules = rules_for(version_of(record) if version is None else version)
+    ruleset = rules.rules_for(rules.version_of(record) if version is None else version)
     h = hypothesis_from_record(record)
     settings = record.get("analysis") or {}
     pool = sequential_settings(settings)
     if pool is not None:  # only the settings the look takes: older records may hold more
-        return _as_analysis(rules.sequential_look(h, rows, **{k: pool[k] for k in rules.look_settings if k in pool}))
+        look = {k: pool[k] for k in ruleset.look_settings if k in pool}
+        return _as_analysis(ruleset.sequential_look(h, rows, **look))
     seed = recorded_seed(settings)
-    return rules.analyze(h, rows, alpha=settings.get("alpha"), method=settings.get("method"),
-                         **({"seed": seed} if seed is not None else {}))
+    return ruleset.analyze(h, rows, alpha=settings.get("alpha"), method=settings.get("method"),
+                           **({"seed": seed} if seed is not None else {}))
 
 
 def todays_difference(record: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     """What today's rules would say of a record made under older ones ("" when the same, or when it is today's)."""
-    if version_of(record) == CURRENT:
+    if rules.version_of(record) == rules.CURRENT:
         return ""
     try:
-        today = recompute(record, rows, CURRENT)
+        today = recompute(record, rows, rules.CURRENT)
     except Exception as exc:  # noqa: BLE001 - today's rules may not apply to an old design: say so
-        return f"today's rules (v{CURRENT}) cannot recompute it: {type(exc).__name__}: {exc}"
+        return f"today's rules (v{rules.CURRENT}) cannot recompute it: {type(exc).__name__}: {exc}"
     diff = compare(record, today)
     if not diff:
-        return f"today's rules (v{CURRENT}) give the same verdicts"
-    return f"under today's rules (v{CURRENT}): " + "; ".join(diff)
+        return f"today's rules (v{rules.CURRENT}) give the same verdicts"
+    return f"under today's rules (v{rules.CURRENT}): " + "; ".join(diff)
 
 
 # --------------------------------------------------------------------------- the audit
@@ -321,7 +323,7 @@ def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER) -> AuditReport:
         elif kind == "verdict":
             problems, row.today = _check_verdict(rec, n, path, registrations)
             report.problems += problems
-            row.rules_version = version_of(rec)
+            row.rules_version = rules.version_of(rec)
             ext = (rec.get("analysis") or {}).get("extension")
             if ext:
                 bound = ext.get("error_bound")

@@ -39,7 +39,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
 from framework.core.hashing import sha256_file as sha256_file  # re-exported: its callers import it from here
-from framework.errors import LedgerError  # noqa: F401  (one hierarchy: framework.errors)
+from framework.errors import LedgerError
 
 DEFAULT_LEDGER = "verdicts.jsonl"
 GENESIS = "0" * 64

@@ -19,8 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from framework.core.spec import SpecError, parse_yaml
-from framework.errors import RegistrationChanged  # noqa: F401  (one hierarchy: framework.errors)
+from framework.core.spec import parse_yaml
+from framework.errors import RegistrationChanged, SpecError
 from framework.records import ledger
 from framework.records.environment import git_info
 from framework.records.models import AmendmentRecord, HypothesisRef, RegistrationRecord

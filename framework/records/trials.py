@@ -18,7 +18,7 @@ from framework.core.trials import (  # noqa: F401  (re-exported: the models live
     WorkloadRow,
     parse_trials,
 )
-from framework.errors import TrialsFileError  # noqa: F401  (one hierarchy: framework.errors)
+from framework.errors import TrialsFileError
 
 
 def read_trials(path: str | Path) -> list[dict]:

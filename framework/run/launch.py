@@ -7,10 +7,11 @@ from typing import Any
 
 from framework.core import design as design_mod
 from framework.core.trials import FORMAT, LaunchEndRow, LaunchRow, RequestRow, WorkloadRow
+from framework.errors import LaunchError
 from framework.execution import client
 from framework.execution.backends import server_spec, time_scale_of
 from framework.execution.failures import classify
-from framework.execution.launcher import ENDPOINT_PROBE_S, LaunchError, ServerProcess, free_port, log_tail, unreachable
+from framework.execution.launcher import ENDPOINT_PROBE_S, ServerProcess, free_port, log_tail, unreachable
 from framework.present.progress import RunProgress
 from framework.run.context import RunContext
 from framework.run.writer import TrialsWriter, now_iso

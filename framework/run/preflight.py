@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from framework.core import design
-from framework.core.spec import Experiment, Hypothesis, SpecError, Workload
+from framework.core.spec import Experiment, Hypothesis, Workload
+from framework.errors import SpecError
 from framework.execution.backends import BackendSettings
 from framework.execution.client import resolve_plan
 from framework.run.redaction import MIN_LENGTH, is_secret_name

@@ -178,11 +178,13 @@ def resume_dir(path: Path, run_dir: Path) -> Path:
     raise ConfigError("command line", "resume", f"{path} is not a run directory (no trials.jsonl)")
 
 
-def precheck(overrides: list[str]) -> None:
-    """Raise a UserError for anything that would make the run (every job of a sweep) fail before measuring."""
+def precheck(overrides: list[str]) -> list[tuple[DictConfig, Resolved]]:
+    """Raise a UserError for anything that would make the run (every job of a sweep) fail before measuring;
+    else each variant's config and what it resolved to (one, without a sweep)."""
+    checked = []
     for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
         cfg = compose(variant)
-        resolve_config(cfg)
+        checked.append((cfg, resolve_config(cfg)))
         if cfg.get("resume"):
             resume = Path(cfg.resume)
             if not resume.exists():
@@ -191,3 +193,12 @@ def precheck(overrides: list[str]) -> None:
                 if trials.exists():
                     read_trials(trials)  # a damaged file is named with its line now, not after a server started
         ledger.check_path(cfg.ledger)
+    return checked
+
+
+def precheck_one(overrides: list[str], command: str) -> tuple[DictConfig, Resolved]:
+    """`precheck` for a command that takes one configuration, not a sweep (plan, register)."""
+    checked = precheck(overrides)
+    if len(checked) != 1:
+        raise ConfigError("command line", "overrides", f"{command} takes one value per key, not a sweep")
+    return checked[0]

@@ -53,7 +53,7 @@ from typing import Any, Sequence
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from framework.analysis.sweep import METHODS, SCHEMA, VERDICTS, summarize  # noqa: F401  (the summary's rules)
+from framework.analysis.sweep import summarize
 from framework.present.sweep import print_summary, to_markdown
 from framework.records.trials import read_json_object
 from framework.run.outcomes import OUTCOMES

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from cli_helpers import framework
 
-from framework.records import audit
 from framework.analysis import planning
 from framework.analysis.verdicts import sequential_look
 from framework.core.design import conditions
-from framework.run.resolve import effective_design
 from framework.core.spec import Design, Hypothesis, load_hypothesis
+from framework.records import audit
+from framework.run.resolve import effective_design
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_MEANS = {0: 92.6, 1: 54.1, 2: 92.7, 3: 96.1}  # the seed's four figures (docs/model.md)

@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 import pytest
-
 from cli_helpers import ROOT, framework
+
 from framework.analysis import planning
+from framework.core.spec import load_hypothesis
 from framework.execution.client import client_health
 from framework.records.trials import client_bottlenecks
-from framework.core.spec import load_hypothesis
 
 H = ROOT / "hypotheses" / "eagle3_under_load.yaml"
 

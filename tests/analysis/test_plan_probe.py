@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from cli_helpers import ROOT, framework, no_servers_left
+
 from framework.analysis import planning
 from framework.cli.plan import PROBE_LAUNCHES, PROBE_REQUESTS, plan_from_profile
 from framework.core.spec import load_experiment, load_hypothesis

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stats_rows import simulate
 
 from framework.analysis import planning
 from framework.core.spec import load_hypothesis
 from framework.stats import decisions, effects
-from stats_rows import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 

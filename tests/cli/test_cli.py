@@ -10,10 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 import yaml
-
 from cli_helpers import ROOT, framework, ledger_records
+from omegaconf import OmegaConf
 
 FAST = ["backend.speedup=20"]
 
@@ -341,7 +340,8 @@ def test_a_hypothesis_path_names_its_run_directory_by_its_stem_inside_outputs():
     assert run_name("eagle3_allreduce") == "eagle3_allreduce"
     assert run_name("../../elsewhere/my hypothesis ü.yaml") == "my_hypothesis_ü"
     assert run_name("..") == "hypothesis"
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
 
     from framework.run.compose import CONF_DIR
 

@@ -1,7 +1,6 @@
 """A workload's dataset is checked before any server starts: a missing file is one line, exit 2."""
 
 import yaml
-
 from cli_helpers import ROOT, framework
 
 

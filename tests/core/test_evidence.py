@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from cli_helpers import ROOT
+from stats_rows import simulate
+
 from framework.analysis.verdicts import analyze
 from framework.core.design import conditions
 from framework.core.evidence import empty_conditions
 from framework.core.spec import load_hypothesis
-from stats_rows import simulate
 
 SEED_MEANS = {0: 92.6, 1: 92.7, 2: 140.0, 3: 160.0}
 

@@ -4,10 +4,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given, settings, strategies as st
-
 from cli_helpers import ROOT
-from framework.core.spec import SpecError, load_experiment, load_hypothesis, parse_yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from framework.core.spec import load_experiment, load_hypothesis, parse_yaml
+from framework.errors import SpecError
 
 BASE = (ROOT / "hypotheses" / "eagle3_allreduce.yaml").read_text()
 

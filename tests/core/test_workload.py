@@ -4,11 +4,20 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from framework.core.workload import (
-    Workload, arrival_times, draw_lengths, make_plan, parse_dataset, schedule_hash, total_requests, Normal, Uniform,
+    Normal,
+    Uniform,
+    Workload,
+    arrival_times,
+    draw_lengths,
+    make_plan,
+    parse_dataset,
+    schedule_hash,
+    total_requests,
 )
 
 

@@ -8,7 +8,8 @@ import tracemalloc
 import pytest
 
 from framework.core import yamlio
-from framework.core.spec import SpecError, parse_yaml
+from framework.core.spec import parse_yaml
+from framework.errors import SpecError
 
 
 def _bomb(levels: int) -> str:

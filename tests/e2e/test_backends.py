@@ -8,8 +8,8 @@ import sys
 import time
 
 import pytest
-
 from cli_helpers import framework, ledger_records, no_servers_left, own_servers, run_env, starts_hypothesis
+
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
 
 SINGLE = starts_hypothesis(

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
+from framework.core.spec import Workload
 from framework.execution.client import run_workload
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
-from framework.core.spec import Workload
 
 EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
           "--speculative-num-draft-tokens", "4"]

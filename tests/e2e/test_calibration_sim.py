@@ -14,11 +14,11 @@ import math
 import sys
 
 import pytest
+from cli_helpers import ROOT
 from rich.console import Console
 
-from cli_helpers import ROOT
-from framework.cli.plan import plan_from_profile, print_anytime_plan, print_plan, profile_assumptions
 from framework.analysis.planning import launches_for_hypothesis, plan_anytime
+from framework.cli.plan import plan_from_profile, print_anytime_plan, print_plan, profile_assumptions
 from framework.core.spec import Hypothesis, load_experiment
 
 _spec = importlib.util.spec_from_file_location("calibration_sim", ROOT / "benchmarks" / "calibration_sim.py")

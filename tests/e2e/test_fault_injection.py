@@ -17,7 +17,6 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import ROOT, framework, ledger_records, no_servers_left
 
 pytestmark = pytest.mark.faults

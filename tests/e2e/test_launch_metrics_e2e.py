@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from cli_helpers import ROOT, framework, ledger_records, no_servers_left
+
 from framework.analysis.verdicts import analyze
 from framework.core.metrics import launch_value
-from framework.records.trials import read_trials
 from framework.core.spec import load_hypothesis
+from framework.records.trials import read_trials
 
 EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "lmsys/SGLang-EAGLE3-DeepSeek-V3",
           "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]

@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import sys
 import socket
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import framework, ledger_records, starts_hypothesis
+
+from framework.assets.tiny_gguf import tiny_llama, write_gguf
 from framework.core import design
+from framework.core.spec import Experiment, Hypothesis
+from framework.errors import LaunchError
 from framework.execution.backends import BackendSettings, server_spec
 from framework.execution.failures import classify
-from framework.execution.launcher import LaunchError, ServerProcess, free_port, log_tail
-from framework.core.spec import Experiment, Hypothesis
-from framework.assets.tiny_gguf import tiny_llama, write_gguf
+from framework.execution.launcher import ServerProcess, free_port, log_tail
 
 MISSING = [m for m in ("llama_cpp", "gguf", "fastapi", "sse_starlette", "pydantic_settings")
            if importlib.util.find_spec(m) is None]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-
 from cli_helpers import ROOT, framework, ledger_records
+
 from framework.servers.sim import model
 
 FLAGS = ["--tp-size", "8", "--mem-fraction-static", "0.85", "--cuda-graph-max-bs", "16"]  # the experiment's

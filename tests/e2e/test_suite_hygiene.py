@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import psutil
+from cli_helpers import ROOT, SERVER_TAG, no_servers_left, own_servers, run_env
 from hypothesis import settings
 
-from cli_helpers import ROOT, SERVER_TAG, no_servers_left, own_servers, run_env
 from framework.execution.launcher import free_port
 
 

@@ -16,11 +16,16 @@ from pathlib import Path
 import pytest
 
 from framework.core import design
+from framework.core.spec import Experiment, Hypothesis
 from framework.execution.backends import (
-    BACKENDS, LLAMA_CPP_SETTINGS, BackendConfigError, BackendSettings, check, server_spec,
+    BACKENDS,
+    LLAMA_CPP_SETTINGS,
+    BackendConfigError,
+    BackendSettings,
+    check,
+    server_spec,
 )
 from framework.execution.launcher import server_environ
-from framework.core.spec import Experiment, Hypothesis
 
 EXP = Experiment(name="e", model_path="/models/tiny.gguf", tp_size=1, server_args=["--n_ctx", "256"])
 H = Hypothesis.model_validate({

@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 
+from framework.core.workload import Workload
 from framework.execution.client import run_workload
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
-from framework.core.workload import Workload
 
 SPEEDUP = 4.0  # slow enough that a loaded 2-core machine keeps the sim on its clock
 

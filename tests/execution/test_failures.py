@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from framework.core.vocabulary import FAILURE_CLASSES
 from framework.execution.backends import BACKENDS
-from framework.execution.failures import FAILURE_CLASSES, classify, strip_help
+from framework.execution.failures import classify, strip_help
 
 VLLM = BACKENDS["vllm"].failure_patterns
 SGLANG = BACKENDS["sglang"].failure_patterns

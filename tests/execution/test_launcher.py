@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from framework.execution.launcher import LaunchError, ServerProcess, ServerSpec, free_port
+from framework.errors import LaunchError
+from framework.execution.launcher import ServerProcess, ServerSpec, free_port
 
 FAKE = str(Path(__file__).parent.parent / "fixtures" / "fake_server.py")
 HOLD = str(Path(__file__).parent.parent / "fixtures" / "hold_server.py")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 from framework.execution.backends import BackendSettings
+from framework.execution.client import server_metrics
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
 from framework.execution.prometheus import parse
-from framework.execution.client import server_metrics
 
 
 def test_prometheus_samples_with_the_backends_prefix():

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import sys
 
+from framework.core.workload import Workload
 from framework.execution.client import run_workload
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
-from framework.core.workload import Workload
 
 FIGURES = ("decode_tok_s", "ttft_s", "tpot_s", "e2e_s", "accept_length", "completion_tokens")
 

@@ -9,9 +9,9 @@ import warnings
 from pathlib import Path
 
 import pytest
+from records_fixtures import make_run
 
 from framework.present import report
-from records_fixtures import make_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -69,7 +69,8 @@ def test_first_looks_with_astronomical_intervals_are_drawn_clipped() -> None:
 
 
 def test_multirun_directory_report_with_sweep_summary(tmp_path: Path) -> None:
-    from framework.run.sweep import SUMMARY_JSON, summarize
+    from framework.analysis.sweep import summarize
+    from framework.run.sweep import SUMMARY_JSON
 
     sweep = tmp_path / "multirun"
     led = tmp_path / "verdicts.jsonl"

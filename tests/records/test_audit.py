@@ -7,12 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from records_fixtures import EAGLE, fake_analyze, make_run, trial_rows
 
 import framework.analysis.verdicts
 from framework.cli import audit as audit_cli
-from framework.records import audit
-from framework.records import ledger
-from records_fixtures import EAGLE, fake_analyze, make_run, trial_rows
+from framework.records import audit, ledger
 
 NO_FUSION_GAIN = {("off", "baseline"): 92.6, ("on", "baseline"): 92.7, ("off", "eagle3"): 54.1, ("on", "eagle3"): 54.3}
 

@@ -7,10 +7,12 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from framework.errors import LedgerError
 from framework.records import ledger
-from framework.records.ledger import GENESIS, LedgerError
+from framework.records.ledger import GENESIS
 
 
 def _fill(path: Path, n: int) -> list[dict]:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from framework.errors import RegistrationChanged
 from framework.records import ledger
-from framework.records.registration import (RegistrationChanged, check_or_amend, find_registration, register,
-                                            settings_sha256)
+from framework.records.registration import check_or_amend, find_registration, register, settings_sha256
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = {"alpha": 0.05, "method": "welch"}

@@ -2,7 +2,8 @@
 
 import pytest
 
-from framework.records.trials import TrialsFileError, read_json_object, read_trials
+from framework.errors import TrialsFileError
+from framework.records.trials import read_json_object, read_trials
 
 
 def test_cut_last_line_is_dropped(tmp_path):
@@ -29,7 +30,8 @@ def test_read_json_object(tmp_path):
 def test_a_directory_or_a_non_row_is_one_line_naming_the_file_and_line(tmp_path):
     import pytest
 
-    from framework.records.trials import TrialsFileError, read_trials
+    from framework.errors import TrialsFileError
+    from framework.records.trials import read_trials
 
     with pytest.raises(TrialsFileError, match="is a directory"):
         read_trials(tmp_path)

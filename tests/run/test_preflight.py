@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
 from cli_helpers import ROOT
+
+from framework.core.spec import load_experiment, load_hypothesis
+from framework.errors import SpecError
 from framework.run.preflight import backend_settings, executable_problem, level_problems
-from framework.core.spec import SpecError, load_experiment, load_hypothesis
 
 
 @pytest.mark.parametrize("raw,field,fragment", [

@@ -7,10 +7,11 @@ import stat
 from pathlib import Path
 
 from cli_helpers import ROOT, framework, ledger_records, starts_hypothesis
+
 from framework.core.design import conditions
+from framework.core.spec import load_experiment, load_hypothesis
 from framework.execution.backends import BackendSettings, server_spec
 from framework.run.redaction import Redactor, is_secret_name, ledger_salt, secret_overrides, secret_values
-from framework.core.spec import load_experiment, load_hypothesis
 
 KEY = "PLANTED-api-key-7f3a9c"
 TOKEN = "PLANTED-hf-token-c4e1d2"

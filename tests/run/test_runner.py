@@ -2,10 +2,10 @@
 
 import pytest
 
+from framework.core.spec import Design
 from framework.errors import ConfigError
 from framework.run.resolve import effective_design
 from framework.run.writer import completed_launches
-from framework.core.spec import Design
 
 
 def test_design_overrides_apply_non_null_values_only():

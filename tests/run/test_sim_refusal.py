@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-
 from cli_helpers import ROOT, framework, ledger_records
 
 TUNING = ["--chunked-prefill-size", "4096", "--attention-backend", "fa3", "--max-running-requests", "32",

@@ -15,7 +15,8 @@ from cli_helpers import ROOT as REPO
 from omegaconf import OmegaConf
 from statsmodels.stats.multitest import multipletests
 
-from framework.run.sweep import SweepSummary, expected_jobs, summarize, to_markdown, write_summary
+from framework.analysis.sweep import summarize
+from framework.run.sweep import SweepSummary, expected_jobs, to_markdown, write_summary
 
 
 def record(name: str, preds: list[tuple[str, str, float | None]], verdict: str = "supported",

@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from statsmodels.stats.weightstats import ttost_ind
 
 from framework.stats import decisions, effects

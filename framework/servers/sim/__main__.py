@@ -17,9 +17,10 @@ from typing import TextIO
 
 import uvicorn
 
+from framework.servers.api.args import resolved_server_args
 from framework.servers.api.server import Metrics, ServerState, build_request_models, create_app
 from framework.servers.sim import faults, model
-from framework.servers.sim.args import SimServerArgs, build_parser, parse_server_args, resolved_server_args
+from framework.servers.sim.args import SimServerArgs, build_parser, parse_server_args
 from framework.servers.sim.engine import Engine
 from framework.servers.sim.flags import ServerArgsError
 from framework.servers.sim.info import sim_backend_info

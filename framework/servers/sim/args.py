@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from framework.servers.api.args import SglangLaunchArgs, resolved_server_args  # noqa: F401  (re-exported)
+from framework.servers.api.args import SglangLaunchArgs
 from framework.servers.sim import flags
 from framework.servers.sim.faults import FaultPlan, plan_from_values
 from framework.servers.sim.faults import add_arguments as add_fault_arguments

@@ -20,6 +20,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Callable
 
 from framework.servers.api.request import Chunk, SimRequest, append_token
+from framework.servers.api.tokens import token_id
 from framework.servers.sim import model
 from framework.servers.sim.args import SimServerArgs
 from framework.servers.sim.profile import Profile
@@ -286,7 +287,7 @@ class Engine:
     def _extend(r: SimRequest, n: int) -> dict | None:
         """Append ``n`` pseudo-word tokens; stop at the first stop string."""
         for _ in range(n):
-            finish = append_token(r, model.token_id(r.seed, len(r.output_ids)))
+            finish = append_token(r, token_id(r.seed, len(r.output_ids)))
             if finish is not None:
                 return finish
         return None

@@ -17,7 +17,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from framework.servers.api.tokens import TOKEN_ID_BASE, WORDS, count_text_tokens, prompt_seed, token_id, token_text  # noqa: F401  (the sim's text)
 from framework.servers.sim.args import SimServerArgs, parse_server_args
 from framework.servers.sim.profile import Profile, load_profile
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import requests
-
 from cli_helpers import ROOT, stop_group
 
 pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import requests
-
 from cli_helpers import ROOT as REPO
 from cli_helpers import stop_group
 

@@ -9,11 +9,11 @@ import time
 
 import pytest
 import requests
+from conftest import spawn, stop, wait_ready
 
+from framework.servers.api import tokens
 from framework.servers.sim import model
 from framework.servers.sim.profile import load_profile
-
-from conftest import spawn, stop, wait_ready
 
 E3 = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
       "--speculative-num-draft-tokens", "4"]
@@ -55,7 +55,7 @@ def test_chat_ttft_as_a_vllm_style_client_measures_it(sim):
         events = sse(r)
     first_t, first = events[0]
     assert first["choices"][0]["delta"].get("role") == "assistant"
-    n_prompt = model.count_text_tokens("word " * 100) + 4
+    n_prompt = tokens.count_text_tokens("word " * 100) + 4
     expected = model.expected_metrics("rtx_pro_6000_tp8", ["--tp-size", "8", *E3, "--sim-noise-scale", "0"],
                                       n_prompt, 16)["ttft_s"]
     # the role chunk now comes with the first token, after prefill (it came before prefill: TTFT -99%)
@@ -118,7 +118,7 @@ def test_eos_ends_a_sequence_unless_ignore_eos(sim):
     url, _ = sim
     prof = load_profile("rtx_pro_6000_tp8")
     ids = list(range(7, 39))
-    eos = model.eos_position(prof, model.prompt_seed(ids), 0.0)
+    eos = model.eos_position(prof, tokens.prompt_seed(ids), 0.0)
     body = {"input_ids": ids, "sampling_params": {"max_new_tokens": 3000, "temperature": 0}}
     r = requests.post(url + "/generate", json=body, timeout=120).json()
     assert r["meta_info"]["completion_tokens"] == min(eos, 3000)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from cli_helpers import ROOT
-from framework.servers.sim.coverage import conditions as sim_conditions
-from framework.servers.sim.coverage import Condition, check
+
 from framework.core.spec import load_experiment, load_hypothesis
+from framework.servers.sim.coverage import Condition, check
+from framework.servers.sim.coverage import conditions as sim_conditions
 
 BASE = ["--model-path", "deepseek-ai/DeepSeek-V3", "--tp-size", "8"]
 RTX = "rtx_pro_6000_tp8"

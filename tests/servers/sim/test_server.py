@@ -10,7 +10,6 @@ import time
 import openai
 import pytest
 import requests
-
 from conftest import REPO, spawn, stop, wait_ready
 
 FAST = ["--sim-speedup", "50", "--random-seed", "1"]

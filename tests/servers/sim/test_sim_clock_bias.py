@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-
 from cli_helpers import ROOT
-from framework.servers.sim.fidelity import decision_could_move
+
+from framework.core.spec import load_hypothesis
 from framework.servers.sim import model
 from framework.servers.sim.args import parse_server_args
+from framework.servers.sim.fidelity import decision_could_move
 from framework.servers.sim.profile import load_profile
-from framework.core.spec import load_hypothesis
 
 
 def test_batch_bias_is_zero_at_the_nominal_batch_and_grows_with_the_shortfall():
