@@ -55,3 +55,21 @@ def fail_launches(rows: list[dict[str, Any]], launch_ids: set[str] | list[str],
             continue
         out.append(r)
     return out
+
+
+def with_superseded_attempt(rows: list[dict[str, Any]], launch_id: str = "c1-r0-a1") -> list[dict[str, Any]]:
+    """`rows` with `launch_id` re-run as attempt 2, after an interrupted attempt 1 that left its launch row,
+    a warm-up and one measured request (at a wild 5 tok/s) in the file first."""
+    again = launch_id.replace("-a1", "-a2")
+
+    def rename(r: dict[str, Any]) -> dict[str, Any]:
+        if r["launch_id"] != launch_id:
+            return r
+        out = {**r, "launch_id": again, "attempt": 2} if r["kind"] == "launch" else {**r, "launch_id": again}
+        if "trial_id" in r:
+            out["trial_id"] = r["trial_id"].replace("-a1-", "-a2-")
+        return out
+
+    first = [r for r in rows if r["launch_id"] == launch_id][:3]
+    first = [{**r, "decode_tok_s": 5.0} if r["kind"] == "request" else r for r in first]
+    return first + [rename(r) for r in rows]

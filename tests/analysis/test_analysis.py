@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from stats_rows import fail_launches, simulate
+from stats_rows import fail_launches, simulate, with_superseded_attempt
 
 from framework.analysis.verdicts import LOSS_LIMIT, TrialsConflict, analyze, sequential_look
 from framework.core.spec import Hypothesis, load_hypothesis
@@ -189,18 +189,7 @@ def test_conflicting_duplicates_are_refused_loudly(eagle):
 def test_an_interrupted_attempt_left_in_the_file_is_set_aside_for_its_rerun(eagle):
     rows = simulate(eagle, SEED_MEANS, sd_request=EAGLE_SD, seed=12)
     base = analyze(eagle, rows)
-
-    def rename(r):
-        if r["launch_id"] != "c1-r0-a1":
-            return r
-        out = {**r, "launch_id": "c1-r0-a2", "attempt": 2} if r["kind"] == "launch" else {**r, "launch_id": "c1-r0-a2"}
-        if "trial_id" in r:
-            out["trial_id"] = r["trial_id"].replace("-a1-", "-a2-")
-        return out
-
-    first = [r for r in rows if r["launch_id"] == "c1-r0-a1"][:3]  # the launch row, a warm-up, one measured request
-    first = [{**r, "decode_tok_s": 5.0} if r["kind"] == "request" else r for r in first]
-    a = analyze(eagle, first + [rename(r) for r in rows])
+    a = analyze(eagle, with_superseded_attempt(rows))
     assert [p.ci for p in a.predictions] == [p.ci for p in base.predictions]
     assert a.details["superseded_attempts"] == ["c1-r0-a1"]
 

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
-from stats_rows import fail_launches, simulate
+from stats_rows import fail_launches, simulate, with_superseded_attempt
 
 from framework.analysis.verdicts import analyze, sequential_look
 from framework.core.design import conditions
@@ -192,18 +192,8 @@ def _duplicates_and_resume() -> Any:
     h = _load("eagle3_allreduce")
     rows = simulate(h, SEED_MEANS, sd_request=EAGLE_SD, seed=12)
 
-    def rename(r: dict[str, Any]) -> dict[str, Any]:
-        if r["launch_id"] != "c1-r0-a1":
-            return r
-        out = {**r, "launch_id": "c1-r0-a2", "attempt": 2} if r["kind"] == "launch" else {**r, "launch_id": "c1-r0-a2"}
-        if "trial_id" in r:
-            out["trial_id"] = r["trial_id"].replace("-a1-", "-a2-")
-        return out
-
-    first = [r for r in rows if r["launch_id"] == "c1-r0-a1"][:3]
-    first = [{**r, "decode_tok_s": 5.0} if r["kind"] == "request" else r for r in first]
     again = [{**r, "reused_from": "run1"} for r in rows[:25]]  # condition 0, written twice
-    return analyze(h, first + [rename(r) for r in rows] + again)
+    return analyze(h, with_superseded_attempt(rows) + again)
 
 
 def _no_data() -> Any:
