@@ -10,11 +10,13 @@ today's rules would say. Records written before versions existed carry none and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
+from framework.analysis.ruleset import LATEST, RULESETS
 from framework.analysis.verdicts import analyze, sequential_look
 
-CURRENT = 1
+CURRENT = LATEST
 UNVERSIONED = 1  # records made before the rules had versions (framework <= 0.1.0 at 08a34bb)
 
 
@@ -31,10 +33,12 @@ class Rules:
 
 
 RULES: dict[int, Rules] = {
-    1: Rules(1, analyze, sequential_look,
+    1: Rules(1, partial(analyze, ruleset=RULESETS[1]), partial(sequential_look, ruleset=RULESETS[1]),
              "docs/statistics.md sections 1-5, 8 and 10 at framework 0.1.0: launch means on the log scale, "
              "Welch / rank / bootstrap / anytime-valid tests, outlying launches, group-sequential and "
              "anytime-valid stopping, launch outcomes by e-process"),
+    2: Rules(2, partial(analyze, ruleset=RULESETS[2]), partial(sequential_look, ruleset=RULESETS[2]),
+             "version 1 with the changes CHANGELOG.md lists under rules version 2"),
 }
 
 

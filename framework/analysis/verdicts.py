@@ -33,6 +33,7 @@ from framework.analysis.predictions import (
     decide_predictions,
 )
 from framework.analysis.rows import GroupedRows, TrialsConflict, distinct_rows, group_rows
+from framework.analysis.ruleset import LATEST, RULESETS, RuleSet
 from framework.core.spec import Hypothesis, Launches
 from framework.stats import sequential
 
@@ -106,8 +107,9 @@ def combine(results: list[PredictionResult], rule: dict[str, Any], empty: dict[i
 
 
 def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method: str, a: float,
-             a_refute: float | None = None, seed: int | None = None) -> Analysis:
+             a_refute: float | None = None, seed: int | None = None, ruleset: RuleSet | None = None) -> Analysis:
     """The four phases: rows grouped, per-launch values, predictions decided, one verdict."""
+    ruleset = RULESETS[LATEST] if ruleset is None else ruleset  # noqa: F841 (the phases read their switches)
     if method not in METHODS:
         raise ValueError(f"unknown analysis method {method!r}; allowed: {list(METHODS)}")
     seed = h.design.seed if seed is None else int(seed)
@@ -139,7 +141,7 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
 
 
 def analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], *, alpha: float | None = None,
-            method: str | None = None, seed: int | None = None) -> Analysis:
+            method: str | None = None, seed: int | None = None, ruleset: RuleSet | None = None) -> Analysis:
     """The fixed-design analysis: every prediction decided at one-sided level alpha.
 
     `alpha`, `method` and `seed` (the bootstrap's) default to the hypothesis's design; a run passes
@@ -150,13 +152,13 @@ def analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], *, alpha: float | Non
     alpha = h.design.alpha if alpha is None else float(alpha)
     method = method or h.design.analysis
     m = max(1, _comparisons(h, method))
-    return _analyze(h, list(rows), alpha, method, alpha, alpha / m, seed)
+    return _analyze(h, list(rows), alpha, method, alpha, alpha / m, seed, ruleset)
 
 
 def sequential_look(h: Hypothesis, rows: Iterable[dict[str, Any]], *, look: int, max_looks: int,
                     alpha: float | None = None, method: str | None = None,
                     spending: str = "obf", seed: int | None = None,
-                    valid_p: bool = True) -> tuple[Analysis, bool, str]:
+                    valid_p: bool = True, ruleset: RuleSet | None = None) -> tuple[Analysis, bool, str]:
     """One interim look of a group-sequential design: (analysis, stop?, why).
 
     Each prediction is decided at the look's nominal one-sided level from Lan-DeMets alpha spending
@@ -178,7 +180,7 @@ def sequential_look(h: Hypothesis, rows: Iterable[dict[str, Any]], *, look: int,
     else:
         a = sequential.nominal_alpha(look, max_looks, alpha, spending)
         a_refute = sequential.nominal_alpha(look, max_looks, alpha / m, spending) if m > 1 else a
-    analysis = _analyze(h, list(rows), alpha, method, a, a_refute, seed)
+    analysis = _analyze(h, list(rows), alpha, method, a, a_refute, seed, ruleset)
     undecided = [p.id for p in analysis.predictions if p.verdict == "inconclusive"]
     final = look >= max_looks
     level = f"look {look} of {max_looks}, nominal one-sided alpha {a:.2g}"
