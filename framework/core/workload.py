@@ -43,6 +43,13 @@ TEXT_WORDS = (
 ).split()
 
 
+# Bounds that keep an input within the schema from exhausting memory or running unbounded (issue 21).
+MAX_TIMEOUT_S = 86_400.0  # a request's timeout: at most a day, never infinite
+MAX_PLANNED_REQUESTS = 1_000_000  # requests in one launch's plan (an open loop's duration_s x request_rate too)
+MAX_IN_FLIGHT_TOKENS = 1 << 24  # longest prompt x streams (concurrency, or an open loop's max_concurrency)
+MAX_PLAN_TOKENS = 1 << 25  # prompt tokens of one launch's whole plan (held in memory before the first request)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -114,7 +121,7 @@ class Workload(_Strict):
     duration_s: float | None = Field(None, gt=0, le=86_400)
     temperature: float = Field(0.0, ge=0.0, le=10.0)
     ignore_eos: bool = True
-    request_timeout_s: float = Field(600.0, gt=0)
+    request_timeout_s: float = Field(600.0, gt=0, le=MAX_TIMEOUT_S)  # finite: a hung stream must end
 
     @model_validator(mode="after")
     def _consistent(self) -> "Workload":
@@ -199,6 +206,49 @@ def mean_length(spec: Length) -> int:
     return max(spec.min, round(spec.mean))
 
 
+def max_length(spec: Length) -> int:
+    """The longest length a distribution plausibly draws (a normal's mean + 6 sd), for the size bounds."""
+    if isinstance(spec, int):
+        return spec
+    if isinstance(spec, Uniform):
+        return spec.high
+    return max(spec.min, math.ceil(spec.mean + 6 * spec.sd))
+
+
+def planned_requests(workload: Workload, requests_n: int, warmup: int) -> int:
+    """How many requests one launch's plan holds (an open loop over `duration_s`: its expected arrivals)."""
+    n_warm, n_meas = total_requests(workload, requests_n, warmup)
+    if workload.open_loop and workload.duration_s is not None:
+        n_meas = math.ceil(float(workload.request_rate) * workload.duration_s) + 1  # type: ignore[arg-type]
+    n_cool = workload.concurrency - 1 if not workload.open_loop and workload.concurrency > 1 else 0
+    return n_warm + n_meas + n_cool
+
+
+def size_problem(workload: Workload, requests_n: int, warmup: int) -> str | None:
+    """Why one launch of `workload` would not fit in memory (the plan is built before the first request), or None.
+
+    A dataset's prompts are bounded by its file's size cap (framework.execution.client.plan) instead of here.
+    """
+    n = planned_requests(workload, requests_n, warmup)
+    if n > MAX_PLANNED_REQUESTS:
+        what = ("request_rate x duration_s" if workload.open_loop and workload.duration_s is not None
+                else "the design's requests")
+        return f"{what} plans {n:,} requests per launch; at most {MAX_PLANNED_REQUESTS:,}"
+    if workload.dataset is not None:
+        return None
+    prefix = workload.shared_prefix.prefix_tokens if workload.shared_prefix else 0
+    longest = max_length(workload.prompt_tokens) + prefix
+    streams = workload.max_concurrency if workload.open_loop else workload.concurrency
+    if streams is not None and longest * streams > MAX_IN_FLIGHT_TOKENS:
+        name = "max_concurrency" if workload.open_loop else "concurrency"
+        return (f"prompt_tokens x {name} is {longest:,} x {streams:,} = {longest * streams:,} tokens in flight; "
+                f"at most {MAX_IN_FLIGHT_TOKENS:,}")
+    if longest * n > MAX_PLAN_TOKENS:
+        return (f"{n:,} requests of up to {longest:,} prompt tokens are {longest * n:,} tokens per launch; "
+                f"at most {MAX_PLAN_TOKENS:,} (fewer requests, or shorter prompts)")
+    return None
+
+
 def token_prompt(rng: np.random.Generator, length: int) -> list[int]:
     return [int(x) for x in rng.integers(*PROMPT_TOKEN_RANGE, size=length)]
 
@@ -228,14 +278,18 @@ def schedule_hash(times: list[float | None]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def parse_dataset(text: str, fmt: str = "auto") -> list[DatasetRow]:
-    """Rows of a ShareGPT (JSON list or JSONL) or {prompt, output_len} JSONL file. Raises ValueError."""
+def parse_dataset(text: str, fmt: str = "auto", max_rows: int | None = None) -> list[DatasetRow]:
+    """Rows of a ShareGPT (JSON list or JSONL) or {prompt, output_len} JSONL file, at most `max_rows` of them.
+
+    Raises ValueError."""
     stripped = text.lstrip()
     if stripped.startswith("["):
         items = json.loads(text)
     else:
         items = []
         for number, line in enumerate(text.splitlines(), start=1):
+            if max_rows is not None and len(items) > max_rows:
+                break
             if line.strip():
                 try:
                     items.append(json.loads(line))
@@ -243,6 +297,8 @@ def parse_dataset(text: str, fmt: str = "auto") -> list[DatasetRow]:
                     raise ValueError(f"line {number} is not JSON: {exc.msg}") from None
     if not isinstance(items, list):
         raise ValueError("expected a JSON list or JSON lines")
+    if max_rows is not None and len(items) > max_rows:
+        raise ValueError(f"more than {max_rows:,} rows; a dataset may have at most {max_rows:,}")
     rows: list[DatasetRow] = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
@@ -320,7 +376,8 @@ def make_plan(workload: Workload, *, requests_n: int, warmup: int, seed: int,
             measured_times = [start]
             while True:
                 gap = float(gap_rng.gamma(workload.burstiness, 1.0 / (rate * workload.burstiness)))
-                if measured_times[-1] + gap - start > workload.duration_s or len(measured_times) >= 1_000_000:
+                if (measured_times[-1] + gap - start > workload.duration_s
+                        or len(measured_times) >= MAX_PLANNED_REQUESTS):
                     break
                 measured_times.append(measured_times[-1] + gap)
             times += measured_times

@@ -10,7 +10,6 @@ is kept in :data:`framework.run.outcomes.OUTCOMES`.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -20,10 +19,10 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from framework.core import walltime
 from framework.errors import EXIT_BAD_INPUT, EXIT_NO_DATA, EXIT_OK, UserError
 from framework.run.compose import CONF_DIR
 from framework.run.outcomes import OUTCOMES
-from framework.run.redaction import secret_overrides
 from framework.run.resolve import precheck
 
 INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i")
@@ -36,10 +35,10 @@ def report_error(exc: Exception) -> int:
 
 def run_command(args: list[str]) -> int:
     """`python -m framework run ARGS`: precheck, then Hydra; 0, or 3 when a run measured nothing."""
-    args, hidden = secret_overrides(args)  # secret values reach Hydra as ${oc.env:...}, never its files
-    os.environ.update(hidden)
     if not any(a in INFO_FLAGS or a.startswith("--cfg") for a in args):
-        precheck(args)
+        for _, resolved in precheck(args):
+            if resolved.wall_time.total_s >= walltime.NOTE_S:  # before a long run, how long it will take at least
+                print(f"note: {resolved.hypothesis.name}: {walltime.describe(resolved.wall_time)}", file=sys.stderr)
     sys.argv = ["python -m framework run", *args]
     hydra_run()
     return EXIT_NO_DATA if OUTCOMES.no_data else EXIT_OK

@@ -66,6 +66,12 @@ def _base_config() -> dict[str, Any]:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return OmegaConf.to_container(hydra_compose(config_name="config"), resolve=False)  # type: ignore[return-value]
 
+def default_time_scale() -> float:
+    """Model seconds per wall second of the default backend (the sim's speed-up), for estimates before a run."""
+    backend = _base_config().get("backend") or {}
+    speedup = backend.get("speedup")
+    return float(speedup) if isinstance(speedup, (int, float)) and speedup > 0 else 1.0
+
 def _keys(section: dict[str, Any]) -> str:
     return ", ".join(sorted(str(k) for k in section))
 

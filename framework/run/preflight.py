@@ -7,8 +7,10 @@ so `validate`, `precheck` and the run report it as one line with exit code 2.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
+import string
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,13 +18,16 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from framework.core import design
-from framework.core.spec import Experiment, Hypothesis, Workload
+from framework.core.spec import Design, Experiment, Hypothesis, Workload
+from framework.core.workload import size_problem
 from framework.errors import SpecError
-from framework.execution.backends import BackendSettings
+from framework.execution.backends import BackendSettings, probe_values, template
 from framework.execution.client import resolve_plan
 from framework.run.redaction import MIN_LENGTH, is_secret_name
 
 MISSING = "???"
+MAX_ARG_CHARS = 131_072  # Linux's MAX_ARG_STRLEN: exec refuses a longer argument
+FINITE = ("ready_timeout_s", "settle_timeout_s", "speedup", "noise_scale")  # a wait must end, a clock must tick
 
 
 def pydantic_problem(exc: ValidationError, prefix: str) -> tuple[str, str]:
@@ -55,6 +60,12 @@ def backend_settings(raw: dict[str, Any], source: str = "command line") -> Backe
         problem = env_problem(str(name), str(value))
         if problem:
             raise SpecError(source, "backend.env", problem)
+    for key in FINITE:
+        if not math.isfinite(getattr(backend, key)):
+            raise SpecError(source, f"backend.{key}", f"must be a finite number (got {getattr(backend, key)!r})")
+    problem = argv_problem(backend)
+    if problem:
+        raise SpecError(source, *problem)
     if backend.api_key is not None and len(backend.api_key) < MIN_LENGTH:
         raise SpecError(source, "backend.api_key", f"at least {MIN_LENGTH} characters: a shorter key could not be "
                                                    f"told apart from other text when it is redacted")
@@ -70,6 +81,42 @@ def backend_settings(raw: dict[str, Any], source: str = "command line") -> Backe
         except ValueError:
             raise SpecError(source, "backend.url", f"the port must be 0-65535 (got {backend.url!r})") from None
     return backend
+
+
+def argv_problem(backend: BackendSettings) -> tuple[str, str] | None:
+    """(field, why) when the backend's command line could not be executed as written, else None.
+
+    Its placeholders take no format spec or conversion (`{port:>300000000}` would build a 300 MB argument),
+    no argument may exceed what exec accepts, and its program (argv[0], with `{python}`, `{module}` and
+    `{binary}` filled in) must exist: otherwise the launch fails after the registration is written.
+    """
+    if not backend.table.starts_server:
+        return None
+    argv = template(backend)
+    field = "backend.argv" if backend.argv is not None else "backend"
+    for arg in argv:
+        if len(arg) > MAX_ARG_CHARS:
+            return field, f"an argument of {len(arg):,} characters; at most {MAX_ARG_CHARS:,}"
+        try:
+            parts = list(string.Formatter().parse(arg))
+        except ValueError:
+            return None  # the backend table's own check names it (framework.execution.backends.check)
+        for _, name, spec, conversion in parts:
+            if name is not None and (spec or conversion):
+                return field, (f"{arg!r}: a placeholder is replaced as it is, without a format spec or "
+                               f"conversion; write {{{name}}}")
+    if not argv:
+        return None
+    program = argv[0]
+    try:
+        program = program.format(**probe_values(backend))
+    except (KeyError, IndexError, ValueError):
+        return None  # a launch-specific placeholder in argv[0]: nothing to look up before the launch
+    problem = executable_problem(program)
+    if problem:
+        where = "backend.binary" if argv[0] == "{binary}" else "backend.python" if argv[0] == "{python}" else field
+        return where, f"the server's program: {problem}"
+    return None
 
 
 def backend_fits(backend: BackendSettings, h: Hypothesis, source: str = "command line") -> None:
@@ -137,6 +184,16 @@ def executable_problem(python: str) -> str | None:
     if not os.access(path, os.X_OK):
         return f"{python} is not executable"
     return None
+
+
+def size_problems(h: Hypothesis, exp: Experiment, d: Design) -> list[tuple[str, str]]:
+    """(field, why) for every condition whose launch plan would not fit in memory under design `d`."""
+    problems = []
+    for cond in design.conditions(h):
+        problem = size_problem(design.workload_for(h, exp, cond), d.requests, d.warmup)
+        if problem:
+            problems.append(("workload", f"{problem} in condition {cond.label()}"))
+    return problems
 
 
 def check_pair(h: Hypothesis, h_path: str | Path, exp: Experiment) -> None:

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import ValidationError
 
 from framework.analysis.planning import anytime_cap, anytime_launch_floor
+from framework.core import walltime
 from framework.core.spec import Design, Experiment, Hypothesis, load_experiment, load_hypothesis
 from framework.errors import BackendConfigError, ConfigError, SpecError
 from framework.execution import adapters
@@ -24,7 +25,8 @@ from framework.execution.backends import check as check_backend
 from framework.records import ledger
 from framework.records.trials import read_trials
 from framework.run.compose import compose, sweep_variants
-from framework.run.preflight import backend_fits, backend_settings, check_pair
+from framework.run.preflight import backend_fits, backend_settings, check_pair, size_problems
+from framework.run.redaction import literal_secret
 from framework.stats.sequential import sequential_cap
 
 
@@ -38,6 +40,7 @@ class Resolved:
     backend: BackendSettings
     design: Design
     coverage: dict[str, Any] | None  # what the simulator does not model here (simulated backends only)
+    wall_time: walltime.WallTime  # the floor of its wall time (open-loop schedules), printed before a long run
 
 
 def project_root() -> Path | None:
@@ -135,11 +138,20 @@ def resolve_config(cfg: DictConfig) -> Resolved:
         raise ConfigError("command line", exc.field, exc.message) from None
     d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
     backend_fits(backend, h)
+    sizes = size_problems(h, exp, d)
+    if sizes:
+        raise SpecError(h_path, *sizes[0])
+    wall = walltime.estimate(h, exp, d, backend.time_scale)
+    if wall.long and not bool(cfg.get("allow_long", False)):
+        raise ConfigError("command line", "allow_long",
+                          f"{walltime.describe(wall)}: more than {walltime.duration(walltime.LONG_RUN_S)}; add "
+                          f"{walltime.ALLOW_LONG} to run it (or shorten duration_s, lower design.launches)")
     coverage = None
     if backend.simulated:
         sim_cfg = cfg.get("sim") or {}
         coverage = coverage_or_refuse(h, h_path, exp, backend.table, allow=bool(sim_cfg.get("allow_unmodelled", False)))
-    return Resolved(hypothesis=h, hypothesis_path=h_path, experiment=exp, backend=backend, design=d, coverage=coverage)
+    return Resolved(hypothesis=h, hypothesis_path=h_path, experiment=exp, backend=backend, design=d, coverage=coverage,
+                    wall_time=wall)
 
 
 ALLOW_UNMODELLED = "sim.allow_unmodelled=true"
@@ -181,6 +193,9 @@ def resume_dir(path: Path, run_dir: Path) -> Path:
 def precheck(overrides: list[str]) -> list[tuple[DictConfig, Resolved]]:
     """Raise a UserError for anything that would make the run (every job of a sweep) fail before measuring;
     else each variant's config and what it resolved to (one, without a sweep)."""
+    secret = literal_secret(overrides)
+    if secret:
+        raise ConfigError("command line", *secret)
     checked = []
     for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
         cfg = compose(variant)
