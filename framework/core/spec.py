@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from framework.core import yamlio
 from framework.core.metrics import LAUNCH_METRICS, REQUEST_METRICS, SLO_KEYS, check_metric, needs_slo
@@ -24,6 +24,15 @@ from framework.errors import SpecError
 METRICS: dict[str, str] = {**REQUEST_METRICS, **LAUNCH_METRICS}  # plus <metric>.<stat>: framework.core.metrics
 
 
+
+def _arg_text(value: Any) -> Any:
+    """A number in a command line is its text: YAML and Hydra read `[--chunked-prefill-size, 8192]` as an int."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+Arg = Annotated[str, BeforeValidator(_arg_text)]  # one argument of a server's command line
 
 
 class _Strict(BaseModel):
@@ -50,7 +59,7 @@ class Experiment(_Strict):
     flags: Literal["sglang", "vllm", "llamacpp", "llama_server", "gpu"] = "sglang"
     model_path: str
     tp_size: int = Field(1, ge=1, le=1024)
-    server_args: list[str] = []
+    server_args: list[Arg] = []
     workload: Workload = Workload()
     sim: SimSettings = SimSettings()
 
@@ -61,7 +70,7 @@ class Experiment(_Strict):
 class Level(_Strict):
     """What one level of a factor changes: server flags, workload settings, or the backend's environment."""
 
-    server_args: list[str] = []
+    server_args: list[Arg] = []
     workload: dict[str, Any] = {}
     env: dict[str, str] = {}
     sim_profile: str | None = None
@@ -230,7 +239,7 @@ class Hypothesis(_Strict):
     experiment: str
     metric: str = "decode_tok_s"
     slo: dict[Literal[SLO_KEYS], float] = {}  # type: ignore[valid-type]  # bounds in seconds, for goodput
-    server_args: list[str] = []
+    server_args: list[Arg] = []
     factors: dict[str, Factor]
     predictions: list[Prediction]
     design: Design = Design()

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from framework.core import design
-from framework.core.spec import Experiment, Hypothesis
+from framework.core.spec import Arg, Experiment, Hypothesis
 from framework.errors import BackendConfigError
 from framework.execution.failures import Patterns
 from framework.execution.launcher import ServerSpec
@@ -175,14 +175,14 @@ class BackendSettings(BaseModel):
     python: str | None = None  # interpreter for {python}; null = this one
     module: str | None = None  # {module}; null = the table's
     binary: str | None = None  # {binary}; null = the table's (llama-server)
-    argv: list[str] | None = None  # replaces the table's argv template (required by `command`)
+    argv: list[Arg] | None = None  # replaces the table's argv template (required by `command`)
     health_path: str | None = None  # null = the table's readiness route
     protocol: Protocol | None = None  # null = the table's
     host: str = "127.0.0.1"
     ready_timeout_s: float = Field(900.0, gt=0)
     settle_timeout_s: float = Field(60.0, gt=0)  # wait for the previous server's group, port and GPU memory
-    default_args: list[str] | None = None  # null = the table's (e.g. llamacpp's --interrupt_requests False)
-    extra_args: list[str] = []
+    default_args: list[Arg] | None = None  # null = the table's (e.g. llamacpp's --interrupt_requests False)
+    extra_args: list[Arg] = []  # numbers become their text (Hydra reads 8192 as an int)
     env: dict[str, str] = {}
     api_key: str | None = None
     # simulator only

@@ -3,8 +3,8 @@
 What is secret: `backend.api_key`, and every `backend.env` entry whose name says so (`HF_TOKEN`,
 `OPENAI_API_KEY`, `AWS_SECRET_ACCESS_KEY`, ...: `is_secret_name`). Where they go:
 
-- on the command line, `secret_overrides` moves each value into this process's environment and
-  hands Hydra an `${oc.env:...}` interpolation instead, so `.hydra/` and a sweep's
+- on the command line only as an interpolation of the environment, `backend.api_key='${oc.env:NAME}'`
+  (`literal_secret` refuses a value: argv is visible in `ps`), so `.hydra/` and a sweep's
   `multirun.yaml` never hold the value (Hydra saves the config unresolved);
 - the server gets the key through its environment where it reads one (the sim: `SIM_API_KEY`);
   SGLang takes it only as `--api-key` (visible in `ps` to users of the machine; see the README);
@@ -31,7 +31,6 @@ from typing import Any
 
 SECRET_NAME = re.compile(
     r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)(_|$)", re.IGNORECASE)
-ENV_PREFIX = "FRAMEWORK_SECRET_"  # the variables `secret_overrides` uses; never passed on to servers
 MIN_LENGTH = 8
 
 
@@ -47,19 +46,20 @@ def _secret_key(key: str) -> bool:
     return head == "backend.env" and is_secret_name(name)
 
 
-def secret_overrides(args: list[str]) -> tuple[list[str], dict[str, str]]:
-    """(args with every secret value replaced by an `${oc.env:VAR}` interpolation, {VAR: value})."""
-    out: list[str] = []
-    env: dict[str, str] = {}
+def literal_secret(args: list[str]) -> tuple[str, str] | None:
+    """(key, the way out) for the first secret given by value on the command line, else None.
+
+    The framework's own argv is visible in `ps` to every user of the machine for the whole run and
+    cannot be hidden once it runs, so a key is taken only as an interpolation of the environment.
+    """
     for arg in args:
         key, sep, value = arg.partition("=")
         bare = key.lstrip("+~")
         if sep and _secret_key(bare) and value and not value.startswith("${"):
-            var = ENV_PREFIX + re.sub(r"\W", "_", bare).upper()
-            env[var] = value
-            arg = f"{key}=${{oc.env:{var}}}"
-        out.append(arg)
-    return out, env
+            name = "API_KEY" if bare == "backend.api_key" else bare.rpartition(".")[2]
+            return bare, (f"a secret on the command line is visible to every user of this machine in `ps`: export "
+                          f"it and pass {key}='${{oc.env:{name}}}' (the quotes keep the shell from expanding it)")
+    return None
 
 
 def secret_values(backend: dict[str, Any]) -> list[str]:

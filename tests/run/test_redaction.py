@@ -11,7 +11,7 @@ from cli_helpers import ROOT, framework, ledger_records, starts_hypothesis
 from framework.core.design import conditions
 from framework.core.spec import load_experiment, load_hypothesis
 from framework.execution.backends import BackendSettings, server_spec
-from framework.run.redaction import Redactor, is_secret_name, ledger_salt, secret_overrides, secret_values
+from framework.run.redaction import Redactor, is_secret_name, ledger_salt, literal_secret, secret_values
 
 KEY = "PLANTED-api-key-7f3a9c"
 TOKEN = "PLANTED-hf-token-c4e1d2"
@@ -26,13 +26,22 @@ def test_secret_names():
     assert not any(map(is_secret_name, ["CUDA_VISIBLE_DEVICES", "NCCL_DEBUG", "TOKENIZERS_PARALLELISM", "KEYS"]))
 
 
-def test_secret_overrides_become_env_interpolations():
-    args, env = secret_overrides(["hypothesis=x", f"backend.api_key={KEY}", f"+backend.env.HF_TOKEN={TOKEN}",
-                                  "backend.env.NCCL_DEBUG=INFO"])
-    assert args[0] == "hypothesis=x" and args[3] == "backend.env.NCCL_DEBUG=INFO"
-    assert KEY not in " ".join(args) and TOKEN not in " ".join(args)
-    assert args[1] == "backend.api_key=${oc.env:FRAMEWORK_SECRET_BACKEND_API_KEY}"
-    assert sorted(env.values()) == sorted([KEY, TOKEN])
+def test_a_secret_on_the_command_line_is_refused_with_the_way_out():
+    # the framework's argv is visible in `ps` for the whole run: a key is taken only from the environment
+    assert literal_secret(["hypothesis=x", "backend.env.NCCL_DEBUG=INFO", "backend.api_key=${oc.env:K}"]) is None
+    for arg, key in ((f"backend.api_key={KEY}", "backend.api_key"), (f"+backend.env.HF_TOKEN={TOKEN}", "backend.env.HF_TOKEN")):
+        field, way_out = literal_secret(["hypothesis=x", arg])
+        assert field == key and "ps" in way_out and "${oc.env:" in way_out and KEY not in way_out
+
+
+def test_a_literal_key_is_one_line_exit_2_before_anything_is_written(workdir):
+    out = framework("run", "hypothesis=eagle3_allreduce", f"backend.api_key={KEY}", cwd=workdir)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert [ln for ln in out.stderr.splitlines() if ln.strip()] == [
+        "error: command line: backend.api_key: a secret on the command line is visible to every user of this "
+        "machine in `ps`: export it and pass backend.api_key='${oc.env:API_KEY}' (the quotes keep the shell "
+        "from expanding it)"]
+    assert not (workdir / "outputs").exists() and not (workdir / "verdicts.jsonl").exists()
 
 
 def test_redactor_marks_with_a_salted_fingerprint(tmp_path):
@@ -57,7 +66,7 @@ def test_the_sim_gets_its_key_through_the_environment_not_argv():
 
 
 def test_a_short_api_key_is_refused_before_anything_starts(workdir):
-    out = framework("run", "hypothesis=eagle3_allreduce", "backend.api_key=short", cwd=workdir)
+    out = framework("run", "hypothesis=eagle3_allreduce", "backend.api_key=${oc.env:K}", cwd=workdir, env={"K": "short"})
     assert out.returncode == 2 and "backend.api_key" in out.stderr and "Traceback" not in out.stderr
     assert not (workdir / "outputs").exists()
 
@@ -66,8 +75,9 @@ def test_a_planted_key_is_in_no_file_a_run_writes(workdir):
     hyp = workdir / "hyp"
     hyp.mkdir()
     (hyp / "secret_smoke.yaml").write_text(SINGLE)
-    out = framework("run", "hypothesis=secret_smoke", f"paths.hypotheses={hyp}", f"backend.api_key={KEY}",
-                    f"+backend.env.HF_TOKEN={TOKEN}", "backend.ground_truth=true", cwd=workdir)
+    out = framework("run", "hypothesis=secret_smoke", f"paths.hypotheses={hyp}", "backend.api_key=${oc.env:API_KEY}",
+                    "+backend.env.HF_TOKEN=${oc.env:HF_TOKEN}", "backend.ground_truth=true", cwd=workdir,
+                    env={"API_KEY": KEY, "HF_TOKEN": TOKEN})
     assert out.returncode == 0, out.stderr[-2000:]
     assert KEY not in out.stdout + out.stderr and TOKEN not in out.stdout + out.stderr
     written = [p for p in workdir.rglob("*") if p.is_file() and p.parent != hyp]
