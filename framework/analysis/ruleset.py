@@ -17,10 +17,13 @@ class RuleSet:
     """One version's switches; a field's default is version 1's behaviour."""
 
     version: int = 1
+    # a condition a comparison needs with no usable value (every launch failed to start, or the metric is 0
+    # or undefined in every launch) is "no data", like one that served nothing (framework.analysis.nodata)
+    no_value_is_no_data: bool = False
 
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),
-    2: RuleSet(version=2),
+    2: RuleSet(version=2, no_value_is_no_data=True),
 }
 LATEST = max(RULESETS)

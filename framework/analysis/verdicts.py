@@ -20,8 +20,10 @@ other modules import from here (the models in `framework.analysis.models`, `dist
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Iterable
 
+from framework.analysis import nodata
 from framework.analysis.launches import condition_summary, launch_stats, variance_report
 from framework.analysis.models import Analysis, ConditionSummary, MetricSummary, PredictionResult, Verdict
 from framework.analysis.predictions import (
@@ -109,11 +111,13 @@ def combine(results: list[PredictionResult], rule: dict[str, Any], empty: dict[i
 def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method: str, a: float,
              a_refute: float | None = None, seed: int | None = None, ruleset: RuleSet | None = None) -> Analysis:
     """The four phases: rows grouped, per-launch values, predictions decided, one verdict."""
-    ruleset = RULESETS[LATEST] if ruleset is None else ruleset  # noqa: F841 (the phases read their switches)
+    ruleset = RULESETS[LATEST] if ruleset is None else ruleset
     if method not in METHODS:
         raise ValueError(f"unknown analysis method {method!r}; allowed: {list(METHODS)}")
     seed = h.design.seed if seed is None else int(seed)
     grouped = group_rows(h, rows)
+    if ruleset.no_value_is_no_data:
+        grouped = replace(grouped, empty={**grouped.empty, **nodata.unmeasured(h, grouped)})
     stats = {c.index: launch_stats(grouped.data[c.index]) for c in grouped.conditions}
     flagged = {i: s.outliers for i, s in stats.items()}
     results, tests = decide_predictions(h, grouped, flagged, a, method, seed)

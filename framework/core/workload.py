@@ -46,7 +46,7 @@ TEXT_WORDS = (
 # Bounds that keep an input within the schema from exhausting memory or running unbounded (issue 21).
 MAX_TIMEOUT_S = 86_400.0  # a request's timeout: at most a day, never infinite
 MAX_PLANNED_REQUESTS = 1_000_000  # requests in one launch's plan (an open loop's duration_s x request_rate too)
-MAX_IN_FLIGHT_TOKENS = 1 << 24  # longest prompt x streams (concurrency, or an open loop's max_concurrency)
+MAX_IN_FLIGHT_TOKENS = 1 << 23  # longest prompt x streams (concurrency, or an open loop's max_concurrency)
 MAX_PLAN_TOKENS = 1 << 25  # prompt tokens of one launch's whole plan (held in memory before the first request)
 
 

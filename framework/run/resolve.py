@@ -167,13 +167,15 @@ def coverage_or_refuse(h: Hypothesis, h_path: Path, exp: Experiment, row: Backen
     cov = adapter.coverage(h, exp)
     if cov["problems"]:
         raise SpecError(h_path, "server_args", f"the SGLang command line does not parse: {cov['problems'][0]}")
+    if cov.get("profile_problems"):
+        raise SpecError(h_path, "sim_profile", cov["profile_problems"][0])
     refused = cov["refused"]
     if refused and not allow:
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         raise SpecError(h_path, "factors",
                         f"the simulator cannot answer this: {refused[0]}{more}; run it on backend=sglang, or add "
                         f"{ALLOW_UNMODELLED} to run on the sim anyway with every verdict marked not modelled")
-    record = {k: v for k, v in cov.items() if k not in ("problems", "refused")}
+    record = {k: v for k, v in cov.items() if k not in ("problems", "refused", "profile_problems")}
     return {**record, "override": bool(refused)}
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from stats_rows import fail_launches, simulate, with_superseded_attempt
 
+from framework.analysis.ruleset import RULESETS
 from framework.analysis.verdicts import LOSS_LIMIT, TrialsConflict, analyze, sequential_look
 from framework.core.spec import Hypothesis, load_hypothesis
 
@@ -64,11 +65,19 @@ def test_too_few_launches_is_inconclusive_not_an_error(eagle):
 
 def test_failed_condition_makes_its_comparisons_inconclusive(eagle):
     rows = simulate(eagle, SEED_MEANS, sd_request=EAGLE_SD, seed=4, failed={3: "CUDA error: out of memory"})
-    a = analyze(eagle, rows)
+    a = analyze(eagle, rows, ruleset=RULESETS[1])
     by = {p.id: p for p in a.predictions}
     assert by["neutral_for_baseline"].verdict == "supported"
     assert by["helps_eagle3"].verdict == "inconclusive" and "0 ok, 5 failed" in by["helps_eagle3"].reason
     assert a.conditions[3].failures == ["CUDA error: out of memory"]
+    # rules version 2: a compared condition whose every launch failed to start is "no data", with the cause
+    a2 = analyze(eagle, rows)
+    by2 = {p.id: p for p in a2.predictions}
+    assert by2["neutral_for_baseline"].verdict == "supported" and a2.verdict == "inconclusive"
+    assert by2["helps_eagle3"].verdict == "inconclusive" and by2["helps_eagle3"].reason.startswith("no data: ")
+    assert a2.details["no_data"] == {"3": "condition fusion=on, decoding=eagle3 measured nothing: all 5 launch(es) "
+                                          "failed to start ('CUDA error: out of memory')"}
+    assert "no_data" not in a.details
 
 
 def test_launch_predictions_quote_the_crash_line():

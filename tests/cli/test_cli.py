@@ -7,6 +7,7 @@ are the real ones, so verdict assertions use the sim's fixed seeds and the desig
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,18 @@ BAD = [
     ("python that does not exist", lambda d: _level(d).update(python="/no/such/venv/bin/python"),
      "factors.fusion.levels.on.python"),
     ("python that is a directory", lambda d: _level(d).update(python=str(ROOT)), "factors.fusion.levels.on.python"),
+    # issue 21: inputs within the schema that would exhaust memory, hang, or fail only once a server started
+    ("infinite request timeout", lambda d: _level(d).update(workload={"request_timeout_s": float("inf")}),
+     "factors.fusion.levels.on.workload"),
+    ("prompt tokens x concurrency", lambda d: _level(d).update(workload={"prompt_tokens": 1_000_000,
+                                                                         "concurrency": 4096}), "workload"),
+    ("an open loop of a day at 100000 requests/s", lambda d: _level(d).update(
+        workload={"request_rate": 100_000, "duration_s": 86_400}), "workload"),
+    ("a dataset that is a device", lambda d: _level(d).update(workload={"dataset": {"path": "/dev/zero"}}),
+     "workload of fusion=on, decoding=baseline.dataset.path"),
+    ("a missing sim_profile", lambda d: _level(d).update(sim_profile="no_such_profile"), "sim_profile"),
+    ("a server_args value that is a list", lambda d: _level(d).update(server_args=[["--x"]]),
+     "factors.fusion.levels.on.server_args[0]"),
 ]
 
 
@@ -119,11 +132,52 @@ def test_bad_input_is_one_clear_line_exit_2_and_no_server(workdir, monkeypatch, 
     (["hypothesis=eagle3_allreduce", "ledger=/proc/version"], "cannot create the ledger's lock file"),
     (["hypothesis=eagle3_allreduce", "ledger=."], "is a directory"),
     (["hypothesis=../my hypothesis ü.yaml"], "quote a value with spaces"),
+    # issue 21
+    (["hypothesis=eagle3_allreduce", "backend.api_key=PLANTED-key-123"], "backend.api_key='${oc.env:API_KEY}'"),
+    (["hypothesis=eagle3_allreduce", "+backend.env.HF_TOKEN=PLANTED-token-1"], "visible to every user"),
+    (["hypothesis=eagle3_allreduce", "backend.ready_timeout_s=inf"], "backend.ready_timeout_s: must be a finite"),
+    (["hypothesis=eagle3_allreduce", "backend.speedup=inf"], "backend.speedup: must be a finite"),
+    (["hypothesis=eagle3_allreduce", "backend=command", 'backend.argv=[no-such-server-21,--port,"{port}"]'],
+     "backend.argv: the server's program: 'no-such-server-21' is not a command on PATH"),
+    (["hypothesis=eagle3_allreduce", "backend=command", 'backend.argv=["{python}",--port,"{port:>300000000}"]'],
+     "without a format spec or conversion; write {port}"),
+    (["hypothesis=eagle3_allreduce", "backend=llama_server", "backend.binary=/no/such/llama-server"],
+     "backend.binary: the server's program: /no/such/llama-server does not exist"),
 ])
 def test_bad_overrides_are_one_clear_line_exit_2(workdir, monkeypatch, capsys, args, fragment):
     code, out, err = in_process(monkeypatch, capsys, workdir, "run", *args)
     assert code == 2 and fragment in err and "Traceback" not in err, (args, err)
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
     assert not (workdir / "outputs").exists() and not (workdir / "multirun").exists()
+    assert not (workdir / "verdicts.jsonl").exists()
+
+
+def test_a_fifo_as_the_dataset_is_refused_without_blocking(workdir, monkeypatch, capsys):
+    os.mkfifo(workdir / "prompts.jsonl")  # opening it would wait for a writer that never comes
+    args = _bad_hypothesis(workdir, lambda d: _level(d).update(
+        workload={"dataset": {"path": str(workdir / "prompts.jsonl")}}))
+    code, out, err = in_process(monkeypatch, capsys, workdir, "run", *args)
+    assert code == 2 and "prompts.jsonl is a FIFO; a dataset must be a regular file" in err and "Traceback" not in err
+    assert not (workdir / "outputs").exists()
+
+
+def test_a_run_estimated_at_hours_needs_allow_long_and_validate_says_so(workdir, monkeypatch, capsys):
+    # 86400 s of open loop at speed-up 20 is 72 min per launch (issue 21's case), 4.8 h for 4 launches
+    def day_long(d):
+        del d["factors"]["decoding"]
+        d["predictions"] = [d["predictions"][0] | {"where": {}}]
+        d["design"].update(launches=4, sequential={"enabled": False})
+        _level(d).update(workload={"request_rate": 1, "duration_s": 86_400})
+    args = _bad_hypothesis(workdir, day_long)
+    code, out, err = in_process(monkeypatch, capsys, workdir, "run", *args)
+    assert code == 2 and "Traceback" not in err
+    assert err.strip() == ("error: command line: allow_long: estimated wall time at least 4.8 h (up to 8 launches, the "
+                           "longest 1.2 h of open-loop schedule at speed-up 20; start-up and closed-loop requests come "
+                           "on top): more than 4.0 h; add allow_long=true to run it (or shorten duration_s, lower "
+                           "design.launches)")
+    assert not (workdir / "outputs").exists()
+    code, out, err = in_process(monkeypatch, capsys, workdir, "validate", str(workdir / "hyp" / "bad.yaml"))
+    assert code == 0 and "estimated wall time at least 4.8 h" in " ".join(out.split()) and "allow_long=true" in out
 
 
 @pytest.mark.parametrize("args,fragment", [

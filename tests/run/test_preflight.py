@@ -54,3 +54,26 @@ def test_executables(tmp_path):
     assert executable_problem(str(script)) is None
     assert "directory" in executable_problem(str(tmp_path))
     assert executable_problem("sh") is None and "PATH" in executable_problem("no-such-interpreter-xyz")
+
+
+def test_numbers_in_a_command_line_become_their_text():
+    # Hydra reads backend.extra_args=[--chunked-prefill-size,8192] as a list with an int
+    from framework.core.spec import Level
+
+
+    b = backend_settings({"name": "sim", "extra_args": ["--chunked-prefill-size", 8192, "--x", 0.5]})
+    assert b.extra_args == ["--chunked-prefill-size", "8192", "--x", "0.5"]
+    assert Level.model_validate({"server_args": ["--speculative-num-steps", 3]}).server_args == [
+        "--speculative-num-steps", "3"]
+    with pytest.raises(SpecError):
+        backend_settings({"name": "sim", "extra_args": [True]})  # true/false are not numbers: say which text
+
+
+def test_a_dataset_larger_than_the_cap_is_refused_before_it_is_parsed(tmp_path):
+    from framework.execution.client.plan import read_bounded
+
+    p = tmp_path / "d.jsonl"
+    p.write_text('{"prompt": "a", "output_len": 2}\n' * 10)
+    assert read_bounded(p).count("\n") == 10
+    with pytest.raises(ValueError, match="at most 100"):
+        read_bounded(p, limit=100)

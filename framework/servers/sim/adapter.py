@@ -18,6 +18,7 @@ from framework.core.spec import Experiment, Hypothesis
 from framework.core.workload import mean_length
 from framework.servers.sim import coverage as coverage_mod
 from framework.servers.sim import fidelity
+from framework.servers.sim.profile import ProfileError, load_profile
 
 SIM_LAG_WARN = fidelity.SIM_LAG_WARN
 
@@ -27,8 +28,22 @@ SIM_LAG_WARN = fidelity.SIM_LAG_WARN
 def coverage(h: Hypothesis, exp: Experiment) -> dict[str, Any]:
     """What the sim does not model here: `problems` (argv it cannot parse), `refused` (lines naming a varied
     flag it cannot answer for) and the record's fields (`unmodelled_varied`, `..._flags`, `..._constant`)."""
-    cov = coverage_mod.check(coverage_mod.conditions(h, exp))
-    return {**cov.as_dict(), "problems": list(cov.problems), "refused": [f.line() for f in cov.refused]}
+    conds = coverage_mod.conditions(h, exp)
+    cov = coverage_mod.check(conds)
+    return {**cov.as_dict(), "problems": list(cov.problems), "refused": [f.line() for f in cov.refused],
+            "profile_problems": profile_problems(conds)}
+
+
+def profile_problems(conds: list[coverage_mod.Condition]) -> list[str]:
+    """Each sim profile that cannot be loaded, once: every launch of its condition would fail to start."""
+    out: list[str] = []
+    for profile in sorted({c.profile for c in conds}):
+        try:
+            load_profile(profile)
+        except ProfileError as exc:
+            labels = ", ".join(c.label for c in conds if c.profile == profile)
+            out.append(f"{exc} (condition {labels})")
+    return out
 
 
 def timing(h: Hypothesis, exp: Experiment, rows: list[dict[str, Any]], *, launched: bool = True) -> dict[str, Any]:
@@ -89,7 +104,6 @@ def plan_assumptions(h: Hypothesis, exp: Experiment, *,
                      measurement: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
     """The sim's model of the profile as `plan`'s / `plan_anytime`'s keyword arguments, and a line saying so."""
     from framework.servers.sim.model import expected_metrics, request_log_sd
-    from framework.servers.sim.profile import load_profile
 
     means: dict[int, float] = {}
     sd_req: dict[int, float] = {}
