@@ -24,7 +24,9 @@ FailureClass = Literal[
 ]
 FAILURE_CLASSES: tuple[str, ...] = get_args(FailureClass)
 
-RequestErrorClass = Literal["http_error", "timeout", "stream_cut", "malformed_stream", "connection", "cancelled"]
+# context_length: the server refused the request as longer than its context (SGLang sends that as a stream event)
+RequestErrorClass = Literal["http_error", "timeout", "stream_cut", "malformed_stream", "connection", "cancelled",
+                            "context_length"]
 REQUEST_ERROR_CLASSES: tuple[str, ...] = get_args(RequestErrorClass)
 
 AnalysisMethod = Literal["welch", "rank", "bootstrap", "anytime"]

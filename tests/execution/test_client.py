@@ -121,3 +121,35 @@ def test_sse_comments_such_as_keep_alive_pings_are_not_events():
     assert sse_data(b'data: {"a": 1}') == b'{"a": 1}'
     assert sse_data(b'event: message\r\nid: 3\r\ndata: {"a": 1}') == b'{"a": 1}'
     assert sse_data(b"data: [DONE]") == b"[DONE]"
+
+
+def test_a_cancelled_closed_loop_sends_nothing_more():
+    # SIGTERM during a request: asyncio.run's shutdown cancels every task once; measure_request absorbs the
+    # cancel into a "cancelled" row, and a stream that went on would post on the closed session ("Session is
+    # closed", a 37-line traceback after the resume line)
+    import asyncio
+
+    from framework.core.workload import make_plan
+    from framework.execution.client.loops import _closed_loop
+
+    plan = make_plan(Workload(concurrency=2), requests_n=20, warmup=0, seed=1)
+    sent: list[int] = []
+
+    async def one(session, req, more=False):
+        sent.append(req.index)
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            pass  # as measure_request does
+
+    async def main():
+        loop = asyncio.ensure_future(_closed_loop(plan, None, one))
+        while len(sent) < 2:
+            await asyncio.sleep(0)
+        for t in asyncio.all_tasks():
+            if t is not asyncio.current_task():
+                t.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+
+    asyncio.run(main())
+    assert sorted(sent) == [0, 1]

@@ -125,3 +125,12 @@ def test_a_dataset_is_sampled_by_the_seed_and_recorded(sim, tmp_path):
     again, _ = run(sim, w, requests_n=4, warmup=1, seed=3)
     picked = lambda rs: sorted(r["dataset_row"] for r in rs if r["phase"] != "cooldown")  # noqa: E731
     assert picked(again) == picked(rows)
+
+
+def test_a_prompt_longer_than_the_context_is_a_context_length_error_not_a_cut_stream(sim):
+    # the sim's profile has a context of 163,840 tokens; SGLang sends the refusal as a stream event (status 200)
+    for endpoint in ("generate", "completions"):
+        rows, _ = run(sim, Workload(prompt_tokens=170_000, output_tokens=4, endpoint=endpoint), requests_n=1, warmup=0)
+        (row,) = rows
+        assert not row["ok"] and row["error_class"] == "context_length", row["error"]
+        assert "context length" in row["error"]

@@ -187,8 +187,11 @@ async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
     async def stream() -> None:
         nonlocal measured_left
         nonlocal taken
+        me = asyncio.current_task()
         for req in pending:
             if req.phase == "cooldown" and window_over.is_set():
+                return
+            if me is not None and me.cancelling():  # a request absorbed our cancel (SIGTERM's shutdown): no more
                 return
             taken += 1
             # another request follows this stream's the moment it ends while the plan has any left

@@ -1,7 +1,7 @@
 """One streaming request: its JSON body, and sending it with every event timed (aiohttp).
 
 The measurement is a RequestResult (framework.execution.client.result). Errors and streams cut
-mid-way become failed results with a reason (`error_class`: http_error, timeout, stream_cut,
+mid-way become failed results with a reason (`error_class`: http_error, context_length, timeout, stream_cut,
 malformed_stream, connection or cancelled); nothing is dropped silently.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -59,6 +60,10 @@ def generate_body(ids: list[int], workload: Workload) -> dict[str, Any]:
     return request_body("generate", ids, out, workload)
 
 
+# SGLang's and vLLM's words for a request longer than the model's context (framework.servers.api.check_length)
+CONTEXT_LENGTH = re.compile(r"context length|maximum context|max_model_len", re.IGNORECASE)
+
+
 class _Malformed(Exception):
     """An SSE event that is not the JSON the endpoint sends."""
 
@@ -90,7 +95,8 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
         async with session.post(base_url + ENDPOINT_PATHS[endpoint], data=payload, headers=send_headers,
                                 timeout=timeout) as resp:
             if resp.status != 200:
-                error, error_class = f"HTTP {resp.status}: {(await resp.text())[:300]}", "http_error"
+                error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
+                error_class = "context_length" if CONTEXT_LENGTH.search(error) else "http_error"
             else:
                 buffer = b""
                 async for piece in resp.content.iter_any():
@@ -117,6 +123,9 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
                 # Yield before the work that ends a stream (its row, the next request's send): in a burst of
                 # streams ending together, every other stream's last read is then stamped first, not after it.
                 await asyncio.sleep(0)
+                if error is None and parser.error is not None:  # the server said why in the stream
+                    error = f"the server refused the request: {parser.error}"
+                    error_class = "context_length" if CONTEXT_LENGTH.search(parser.error) else "http_error"
                 if error is None and not parser.finished:
                     error = f"stream ended before the request finished ({sum(tokens)} tokens received)"
                     error_class = "stream_cut"

@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 from framework.core.workload import Endpoint
 
-ErrorClass = Literal["http_error", "timeout", "stream_cut", "malformed_stream", "connection", "cancelled"]
+ErrorClass = Literal["http_error", "timeout", "stream_cut", "malformed_stream", "connection", "cancelled",
+                     "context_length"]
 
 _ROW = "row"  # a field's metadata key: when to_row() writes it (absent: always)
 _IF_SET = "if_set"  # only when not None

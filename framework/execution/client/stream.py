@@ -39,6 +39,7 @@ class StreamParser:
         self.seen = 0
         self.finished = False
         self.usage: dict[str, Any] | None = None
+        self.error: str | None = None  # an error the server sent as an event (SGLang: a request too long)
         # the simulator's own clock, per token-carrying event: (sim_model_t, tokens); None once an event lacks it
         self.model_events: list[tuple[float, int]] | None = []
 
@@ -53,6 +54,10 @@ class StreamParser:
     def event(self, data: bytes) -> int:
         """Tokens carried by one event's payload (0 for role-only, empty or usage-only chunks)."""
         payload = json.loads(data)
+        if isinstance(payload, dict) and payload.get("error"):
+            err = payload["error"]
+            self.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
+            return 0
         if self.endpoint == "generate":
             meta = payload.get("meta_info") or {}
             self.meta = meta
