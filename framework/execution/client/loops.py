@@ -193,6 +193,9 @@ async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
             taken += 1
             # another request follows this stream's the moment it ends while the plan has any left
             await one(session, req, more=taken < len(plan.requests))
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # cancelled (the request recorded it): no next request
+                return
             if req.phase == "measured":
                 measured_left -= 1
                 if measured_left == 0:
