@@ -55,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE, end="", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        return importlib.import_module(f"framework.cli.{COMMANDS[command]}").main(rest)
+        code = importlib.import_module(f"framework.cli.{COMMANDS[command]}").main(rest)
+        _reraise_swallowed_signal()
+        return code
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -67,6 +69,14 @@ def main(argv: list[str] | None = None) -> int:
         if exc.code in names:  # the launcher turns these signals into SystemExit so servers are stopped
             print(f"terminated by {names[exc.code]}{_resume_hint()}", file=sys.stderr)
         raise
+
+
+def _reraise_swallowed_signal() -> None:
+    """A command that ended normally although a stop signal arrived (its exception was swallowed on the
+    way, in a finalizer say) still ends as stopped: the exit code and the resume line say so."""
+    launcher = sys.modules.get("framework.execution.launcher")
+    if launcher is not None:
+        launcher.raise_if_signalled()
 
 
 def _resume_hint() -> str:

@@ -126,6 +126,27 @@ def _stop_all() -> None:
 atexit.register(_stop_all)
 
 
+# Signals received, in order. The handlers raise at whatever line runs when the signal lands; where that
+# line swallows the exception (a finalizer, a library's cleanup), the run must still stop, and say so:
+# `raise_if_signalled` raises again at the next trial row, and the CLI's exit code reports the signal.
+_RECEIVED: list[int] = []
+
+
+def received_signal() -> int | None:
+    """The first stop signal this process received since its handlers were installed, or None."""
+    return _RECEIVED[0] if _RECEIVED else None
+
+
+def raise_if_signalled() -> None:
+    """Raise again for a stop signal whose exception something swallowed, so the run does not go on."""
+    signum = received_signal()
+    if signum is None:
+        return
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)
+
+
 def install_signal_handlers() -> None:
     """Turn SIGTERM/SIGHUP into SystemExit and SIGINT into KeyboardInterrupt, so `finally` blocks stop the servers.
 
@@ -138,9 +159,11 @@ def install_signal_handlers() -> None:
         return
 
     def _exit(signum: int, _frame: object) -> None:
+        _RECEIVED.append(signum)
         raise SystemExit(128 + signum)
 
-    def _interrupt(_signum: int, _frame: object) -> None:
+    def _interrupt(signum: int, _frame: object) -> None:
+        _RECEIVED.append(signum)
         raise KeyboardInterrupt
 
     for sig in (signal.SIGTERM, signal.SIGHUP):

@@ -50,7 +50,8 @@ def compose(overrides: list[str]) -> DictConfig:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         unknown = re.match(r"Could not override '([^']+)'", message)
         if unknown:  # a misspelt key: name it and what is allowed there, not Hydra's "use +key" advice
-            raise ConfigError("command line", unknown.group(1), _allowed_at(unknown.group(1))) from None
+            raise ConfigError("command line", unknown.group(1),
+                              _allowed_at(unknown.group(1), _group_choices(overrides))) from None
         raise ConfigError("command line", "overrides", _quoting_hint(message)) from None
     problems = unknown_keys(cfg)
     if problems:
@@ -58,13 +59,22 @@ def compose(overrides: list[str]) -> DictConfig:
     return cfg
 
 @functools.cache
-def _base_config() -> dict[str, Any]:
-    """The run config with no override, as plain data (a ??? value stays the string "???"); read-only."""
+def _base_config(groups: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The run config with only the config-group choices `groups` (such as `backend=endpoint`), as plain
+    data (a ??? value stays the string "???"); read-only."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return OmegaConf.to_container(hydra_compose(config_name="config"), resolve=False)  # type: ignore[return-value]
+        cfg = hydra_compose(config_name="config", overrides=list(groups))
+        return OmegaConf.to_container(cfg, resolve=False)  # type: ignore[return-value]
+
+
+def _group_choices(overrides: list[str]) -> tuple[str, ...]:
+    """The overrides that choose a config group (`backend=endpoint`): the sections a misspelt key is
+    looked up in are those of the chosen option, not of the default."""
+    groups = {p.name for p in Path(CONF_DIR).iterdir() if p.is_dir()}
+    return tuple(o for o in overrides if "=" in o and o.split("=", 1)[0] in groups)
 
 def default_time_scale() -> float:
     """Model seconds per wall second of the default backend (the sim's speed-up), for estimates before a run."""
@@ -75,9 +85,12 @@ def default_time_scale() -> float:
 def _keys(section: dict[str, Any]) -> str:
     return ", ".join(sorted(str(k) for k in section))
 
-def _allowed_at(key: str) -> str:
+def _allowed_at(key: str, groups: tuple[str, ...] = ()) -> str:
     """Why `key` is not a config key: the keys of the section it names, or that its parent is a value."""
-    node: Any = _base_config()
+    try:
+        node: Any = _base_config(groups)
+    except Exception:  # noqa: BLE001 - a bad group choice is reported by its own error; fall back to the default
+        node = _base_config()
     path: list[str] = []
     for part in key.split("."):
         if not isinstance(node, dict):

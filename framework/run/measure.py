@@ -12,6 +12,7 @@ from rich.console import Console
 from framework.analysis.verdicts import Analysis, analyze, sequential_look
 from framework.core import design as design_mod
 from framework.core.workload import total_requests
+from framework.execution.launcher import raise_if_signalled
 from framework.present.progress import RunProgress
 from framework.run.context import RunContext
 from framework.run.launch import run_launch
@@ -45,10 +46,12 @@ def measure(ctx: RunContext, writer: TrialsWriter, reused: set[str], attempts: d
                 if planned.launch_id in reused:
                     progress.launch_reused(planned.condition)
                     continue
+                raise_if_signalled()  # a stop signal whose exception something swallowed: no further launch
                 progress.launch_started(planned.condition, planned.replicate, max_per_condition)
                 run_launch(ctx, planned, attempts.get(planned.launch_id, 0) + 1, writer, progress)
                 progress.launch_done()
             done += block_size
+            raise_if_signalled()  # nor an analysis or a record of a run that was told to stop
             if not seq.enabled:
                 analysis = analyze(h, writer.rows, alpha=d.alpha, method=d.analysis, seed=d.seed)
                 return Measured(analysis, looks, "fixed design: all planned launches done")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from cli_helpers import framework, ledger_records, no_servers_left
 
+from framework.analysis import rules
+
 EXPECTED = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "pre_redesign" / "expected.json")
                       .read_text())["main_job_seed1"]
 
@@ -21,7 +23,7 @@ def test_the_main_job_repeats_its_estimates_for_seed_1(workdir: Path) -> None:
     result = framework("run", "hypothesis=eagle3_allreduce", "design.seed=1", "ledger=verdicts.jsonl", cwd=workdir)
     assert result.returncode == 0, result.stderr[-3000:]
     verdict = [r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"][-1]
-    assert verdict["backend"] == "sim" and verdict["rules_version"] == 1
+    assert verdict["backend"] == "sim" and verdict["rules_version"] == rules.CURRENT
     got = {p["id"]: p for p in verdict["predictions"]}
     for pid, want in EXPECTED["predictions"].items():
         assert got[pid]["verdict"] == want["verdict"]

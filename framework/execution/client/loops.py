@@ -187,15 +187,15 @@ async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
     async def stream() -> None:
         nonlocal measured_left
         nonlocal taken
-        me = asyncio.current_task()
         for req in pending:
             if req.phase == "cooldown" and window_over.is_set():
-                return
-            if me is not None and me.cancelling():  # a request absorbed our cancel (SIGTERM's shutdown): no more
                 return
             taken += 1
             # another request follows this stream's the moment it ends while the plan has any left
             await one(session, req, more=taken < len(plan.requests))
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # cancelled (the request recorded it): no next request
+                return
             if req.phase == "measured":
                 measured_left -= 1
                 if measured_left == 0:

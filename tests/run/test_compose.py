@@ -1,0 +1,27 @@
+"""Composing the run config: a chosen backend's own settings are the ones checked and listed."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from framework.errors import ConfigError
+from framework.execution.backends import BackendSettings
+from framework.run.compose import compose
+
+
+def test_the_endpoint_backend_takes_a_protocol() -> None:
+    cfg = compose(["hypothesis=eagle3_allreduce", "backend=endpoint", "backend.url=http://127.0.0.1:9",
+                   "backend.protocol=openai"])
+    settings = BackendSettings(**OmegaConf.to_container(cfg.backend, resolve=True))
+    assert settings.effective_protocol == "openai"
+    default = compose(["hypothesis=eagle3_allreduce", "backend=endpoint", "backend.url=http://127.0.0.1:9"])
+    assert BackendSettings(**OmegaConf.to_container(default.backend, resolve=True)).effective_protocol == "sglang"
+
+
+def test_a_misspelt_key_lists_the_chosen_backends_settings_not_the_defaults() -> None:
+    with pytest.raises(ConfigError) as exc:
+        compose(["hypothesis=eagle3_allreduce", "backend=endpoint", "backend.url=http://127.0.0.1:9",
+                 "backend.speedup=2"])
+    message = str(exc.value)
+    assert "backend.speedup: unknown key; allowed in backend: api_key, name, protocol, ready_timeout_s, url" in message
