@@ -20,9 +20,10 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from framework.core import walltime
-from framework.errors import EXIT_BAD_INPUT, EXIT_NO_DATA, EXIT_OK, UserError
+from framework.errors import EXIT_BAD_INPUT, EXIT_NO_DATA, EXIT_OK, ConfigError, UserError
 from framework.run.compose import CONF_DIR
 from framework.run.outcomes import OUTCOMES
+from framework.run.preflight import output_dir_problem
 from framework.run.resolve import precheck
 
 INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i")
@@ -36,12 +37,26 @@ def report_error(exc: Exception) -> int:
 def run_command(args: list[str]) -> int:
     """`python -m framework run ARGS`: precheck, then Hydra; 0, or 3 when a run measured nothing."""
     if not any(a in INFO_FLAGS or a.startswith("--cfg") for a in args):
+        key, root = output_root(args)
+        problem = output_dir_problem(root)
+        if problem:
+            raise ConfigError("command line", key, problem)
         for _, resolved in precheck(args):
             if resolved.wall_time.total_s >= walltime.NOTE_S:  # before a long run, how long it will take at least
                 print(f"note: {resolved.hypothesis.name}: {walltime.describe(resolved.wall_time)}", file=sys.stderr)
     sys.argv = ["python -m framework run", *args]
     hydra_run()
     return EXIT_NO_DATA if OUTCOMES.no_data else EXIT_OK
+
+
+def output_root(args: list[str]) -> tuple[str, Path]:
+    """The key and the place where Hydra will make this command line's run or sweep directory (its fixed part,
+    before any `${...}`)."""
+    multirun = "-m" in args or "--multirun" in args
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    given = [a.removeprefix("+").removeprefix(key + "=") for a in args if a.removeprefix("+").startswith(key + "=")]
+    path = given[-1] if given else ("multirun" if multirun else "outputs")
+    return key, Path(path.split("${", 1)[0] or ".")
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")

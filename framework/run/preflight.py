@@ -164,6 +164,28 @@ def level_problems(h: Hypothesis, exp: Experiment) -> list[tuple[str, str]]:
     return problems
 
 
+MIN_FREE_BYTES = 1 << 20  # a run directory's file system needs room for .hydra/ and the first trials
+
+
+def output_dir_problem(path: Path) -> str | None:
+    """Why Hydra could not make a run (or sweep) directory at `path`, or None: its nearest existing
+    ancestor must be a writable directory with some space left (Hydra's own error is a traceback)."""
+    base = path
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        return f"cannot make {path}: {base} is not a directory"
+    if not os.access(base, os.W_OK | os.X_OK):
+        return f"cannot make {path}: {base} is not writable"
+    try:
+        free = shutil.disk_usage(base).free
+    except OSError as exc:
+        return f"cannot make {path}: {exc.strerror or exc}"
+    if free < MIN_FREE_BYTES:
+        return f"cannot make {path}: the file system of {base} is full ({free:,} bytes free)"
+    return None
+
+
 def env_problem(name: str, value: str) -> str | None:
     if not name or "=" in name or "\0" in name:
         return f"environment variable name {name!r}: must be non-empty, without '=' or NUL"

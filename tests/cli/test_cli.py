@@ -143,6 +143,10 @@ def test_bad_input_is_one_clear_line_exit_2_and_no_server(workdir, monkeypatch, 
      "without a format spec or conversion; write {port}"),
     (["hypothesis=eagle3_allreduce", "backend=llama_server", "backend.binary=/no/such/llama-server"],
      "backend.binary: the server's program: /no/such/llama-server does not exist"),
+    (["hypothesis=eagle3_allreduce", "hydra.run.dir=/proc/version/run"],
+     "hydra.run.dir: cannot make /proc/version/run: /proc/version is not a directory"),
+    (["-m", "hypothesis=eagle3_allreduce", "hydra.sweep.dir=/proc/version/sweep"],
+     "hydra.sweep.dir: cannot make /proc/version/sweep: /proc/version is not a directory"),
 ])
 def test_bad_overrides_are_one_clear_line_exit_2(workdir, monkeypatch, capsys, args, fragment):
     code, out, err = in_process(monkeypatch, capsys, workdir, "run", *args)

@@ -77,3 +77,16 @@ def test_a_dataset_larger_than_the_cap_is_refused_before_it_is_parsed(tmp_path):
     assert read_bounded(p).count("\n") == 10
     with pytest.raises(ValueError, match="at most 100"):
         read_bounded(p, limit=100)
+
+
+def test_a_run_directory_on_a_full_disk_is_one_line_not_hydras_traceback(tmp_path, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    from framework.run.preflight import output_dir_problem
+
+    assert output_dir_problem(tmp_path / "outputs" / "x") is None
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(256 << 10, 256 << 10, 0))
+    assert output_dir_problem(tmp_path / "outputs" / "x") == (
+        f"cannot make {tmp_path / 'outputs' / 'x'}: the file system of {tmp_path} is full (0 bytes free)")
