@@ -45,3 +45,19 @@ def test_a_metric_that_is_zero_in_every_launch_is_no_data_exit_3(workdir):
     assert out.returncode == 3, out.stderr[-3000:]
     assert "goodput is 0 or undefined in every launch under slo {'ttft_s': 1e-12}" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_command_backend_that_cannot_import_is_no_data_exit_3(workdir):
+    exps = workdir / "exps"
+    exps.mkdir()
+    (exps / "one_gpu.yaml").write_text("name: one_gpu\nmodel_path: m\ntp_size: 1\n")
+    args = _two_levels(workdir, "{server_args: [--x, 1]}")
+    args = [f"paths.experiments={exps}" if a.startswith("paths.experiments=") else a for a in args
+            if not a.startswith("backend.speedup=")]
+    (workdir / "hyp" / "nd.yaml").write_text((workdir / "hyp" / "nd.yaml").read_text().replace(
+        "rtx_pro_6000_tp8", "one_gpu"))
+    out = framework("run", *args, "backend=command", 'backend.argv=["{python}",-m,no_such_module_21,--port,"{port}"]',
+                    cwd=workdir)
+    assert out.returncode == 3, out.stderr[-3000:]
+    assert "all 2 launch(es) failed to start" in out.stderr and "No module named no_such_module_21" in out.stderr
+    assert "Traceback" not in out.stderr
