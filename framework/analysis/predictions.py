@@ -15,14 +15,16 @@ import math
 import zlib
 from typing import Any
 
+from framework.analysis import caveats, drift
 from framework.analysis.launches import loss_text, losses
 from framework.analysis.models import PredictionResult, Verdict
 from framework.analysis.rows import ConditionData, GroupedRows
+from framework.analysis.ruleset import RULESETS, RuleSet
 from framework.core import evidence
 from framework.core.design import Condition, matching
 from framework.core.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
 from framework.core.vocabulary import ANALYSIS_METHODS
-from framework.stats import anytime, decisions, effects
+from framework.stats import anytime, decisions, effects, shape
 
 METHODS = ANALYSIS_METHODS
 BOOTSTRAP_RESAMPLES = 4000
@@ -30,6 +32,9 @@ BOOTSTRAP_RESAMPLES = 4000
 # served nothing) or of its measured requests is inconclusive: the survivors may not represent the
 # condition (docs/statistics.md, section 3, "What was lost").
 LOSS_LIMIT = 0.2
+# Zero observed spread (rules version 2): launch means that agree to the measurement's resolution
+# (framework.stats.shape.RESOLUTION, one part in a million) have no measured spread.
+SPREAD_FLOOR = shape.RESOLUTION
 
 
 def _seed(seed: int, pid: str) -> list[int]:
@@ -37,7 +42,8 @@ def _seed(seed: int, pid: str) -> list[int]:
     return [int(seed), zlib.crc32(pid.encode("utf-8"))]
 
 
-def _need(data: dict[int, ConditionData], cells: list[Condition], exclude: frozenset[str]) -> str | None:
+def _need(data: dict[int, ConditionData], cells: list[Condition], exclude: frozenset[str],
+          ruleset: RuleSet = RULESETS[1]) -> str | None:
     """Why these conditions cannot be compared (too few launches, too much lost, no spread), or None."""
     for c in cells:
         ids, logs = data[c.index].logs(exclude)
@@ -51,7 +57,8 @@ def _need(data: dict[int, ConditionData], cells: list[Condition], exclude: froze
         if loss["lost_share"] > LOSS_LIMIT or loss["censored_share"] > LOSS_LIMIT:
             return (f"{loss_text(c, loss)}: more than {LOSS_LIMIT:.0%} lost, so the survivors may not "
                     f"represent the condition (survivorship); no verdict is drawn from them")
-        if max(logs) - min(logs) <= 1e-12 * max(1.0, abs(max(logs))):
+        floor = SPREAD_FLOOR if ruleset.spread_floor else 1e-12 * max(1.0, abs(max(logs)))
+        if max(logs) - min(logs) <= floor:
             return (f"condition {c.label()}: all {len(ids)} launches have the same mean (zero observed spread), "
                     f"so the interval would have zero width; a metric that does not vary between launches "
                     f"was not measured (constant or cached answers), and no verdict is drawn from it")
@@ -74,14 +81,15 @@ def _one(h: Hypothesis, conds: list[Condition], where: dict[str, str]) -> Condit
 
 
 def decide(h: Hypothesis, p: Any, data: dict[int, ConditionData], conds: list[Condition], a: float, method: str,
-           exclude: frozenset[str] = frozenset(), seed: int = 0) -> tuple[decisions.Decision, list[Condition]]:
+           exclude: frozenset[str] = frozenset(), seed: int = 0, ruleset: RuleSet = RULESETS[1]
+           ) -> tuple[decisions.Decision, list[Condition]]:
     """The decision of one comparison prediction at one-sided level `a`, optionally without some launches."""
     if isinstance(p, Interaction):
         ref = h.factors[p.factor].reference
         by_ref = effective_reference(h, p)
         keys = [(p.level, p.by_level), (ref, p.by_level), (p.level, by_ref), (ref, by_ref)]
         cells = [_one(h, conds, {**p.where, p.factor: f, p.by: b}) for f, b in keys]
-        missing = _need(data, cells, exclude)
+        missing = _need(data, cells, exclude, ruleset)
         if missing:
             return decisions.Decision("inconclusive", missing), cells
         logs = {k: data[c.index].logs(exclude)[1] for k, c in zip(keys, cells, strict=True)}
@@ -100,7 +108,7 @@ def decide(h: Hypothesis, p: Any, data: dict[int, ConditionData], conds: list[Co
     treat = _one(h, conds, {**p.where, p.factor: p.level})
     base = _one(h, conds, {**p.where, p.factor: ref})
     cells = [treat, base]
-    missing = _need(data, cells, exclude)
+    missing = _need(data, cells, exclude, ruleset)
     if missing:
         return decisions.Decision("inconclusive", missing), cells
     x = data[treat.index].logs(exclude)[1]
@@ -177,12 +185,21 @@ def launches_result(p: Launches, rows: GroupedRows, a: float | None) -> Predicti
 
 
 def comparison_result(h: Hypothesis, p: Any, rows: GroupedRows, flagged: dict[int, list[str]], a: float,
-                      method: str, seed: int) -> PredictionResult:
+                      method: str, seed: int, ruleset: RuleSet = RULESETS[1]) -> PredictionResult:
     """A comparison's result: its decision, what its conditions lost, and the outliers' exploratory re-analysis."""
     data, conds, empty = rows.data, rows.conditions, rows.empty
-    dec, cells = decide(h, p, data, conds, a, method, seed=seed)
+    dec, cells = decide(h, p, data, conds, a, method, seed=seed, ruleset=ruleset)
+    found_drift = None
+    if ruleset.drift_check and "log_ci" in dec.details:  # a decision from an effect, not a missing-data reason
+        dec, found_drift = drift.apply(dec, drift.contrasts_of(data, cells), a)
+    notes = caveats.caveats(dec, cells, data, a, method) if ruleset.caveats else []
     reason = dec.reason
     det = dict(dec.details)
+    if found_drift is not None:
+        det["drift"] = found_drift
+    if notes:
+        det["caveats"] = notes
+        reason += "; caveat: " + "; caveat: ".join(n["text"] for n in notes)
     if method == "anytime" and dec.p_value is not None:
         det["p_anytime"] = dec.p_value  # valid under any stopping: the sweep adjusts this one
     lost = _loss_note(data, cells)
@@ -192,7 +209,7 @@ def comparison_result(h: Hypothesis, p: Any, rows: GroupedRows, flagged: dict[in
         det["losses"] = {c.label(): losses(data[c.index]) for c in cells}
     out = frozenset(i for c in cells for i in flagged[c.index])
     if out:
-        alt, _ = decide(h, p, data, conds, a, method, exclude=out, seed=seed)
+        alt, _ = decide(h, p, data, conds, a, method, exclude=out, seed=seed, ruleset=ruleset)
         det["sensitivity"] = {"exploratory": True, "without_launches": sorted(out), "verdict": alt.verdict,
                               "reason": alt.reason,
                               "note": "a look after the data, not a test: its error rate is not controlled"}
@@ -205,7 +222,8 @@ def comparison_result(h: Hypothesis, p: Any, rows: GroupedRows, flagged: dict[in
 
 
 def decide_predictions(h: Hypothesis, rows: GroupedRows, flagged: dict[int, list[str]], a: float, method: str,
-                       seed: int) -> tuple[list[PredictionResult], list[tuple[Any, Verdict]]]:
+                       seed: int, ruleset: RuleSet = RULESETS[1]
+                       ) -> tuple[list[PredictionResult], list[tuple[Any, Verdict]]]:
     """Every prediction's result, in the file's order, and the (prediction, verdict) of those that are tests.
 
     Comparisons are always tests; launch-outcome predictions only under `anytime` (a p-value),
@@ -219,7 +237,7 @@ def decide_predictions(h: Hypothesis, rows: GroupedRows, flagged: dict[int, list
             if r.p_value is not None:
                 tests.append((p, r.verdict))
         else:
-            r = comparison_result(h, p, rows, flagged, a, method, seed)
+            r = comparison_result(h, p, rows, flagged, a, method, seed, ruleset)
             tests.append((p, r.verdict))
         results.append(r)
     return results, tests

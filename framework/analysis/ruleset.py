@@ -20,10 +20,24 @@ class RuleSet:
     # a condition a comparison needs with no usable value (every launch failed to start, or the metric is 0
     # or undefined in every launch) is "no data", like one that served nothing (framework.analysis.nodata)
     no_value_is_no_data: bool = False
+    # A decided comparison whose effect changed during the run (an empty confidence sequence, or early
+    # and late blocks that differ beyond chance) is inconclusive (analysis/drift.py; statistics.md s3).
+    drift_check: bool = False
+    # Zero observed spread: launches agreeing to 1e-6 relative (the measurement's resolution), not 1e-12.
+    spread_floor: bool = False
+    # Decided comparisons carry caveats that say why they may be wrong: rare launch modes unseen at
+    # small n, launch distributions of different shape, survivors of a loss near the limit
+    # (analysis/caveats.py). They change the reason, never the verdict.
+    caveats: bool = False
+    # An extension's record accounts for the whole chain of looks and for a switch of analysis.
+    chain_extensions: bool = False
 
+
+_V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
+       "chain_extensions": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),
-    2: RuleSet(version=2, no_value_is_no_data=True),
+    2: RuleSet(version=2, **_V2),
 }
 LATEST = max(RULESETS)

@@ -57,7 +57,7 @@ def _comparisons(h: Hypothesis, method: str) -> int:
 
 def hypothesis_rule(h: Hypothesis, rows: GroupedRows, results: list[PredictionResult],
                     tests: list[tuple[Any, Verdict]], a: float, refute_level: float, method: str,
-                    seed: int) -> dict[str, Any]:
+                    seed: int, ruleset: RuleSet = RULESETS[1]) -> dict[str, Any]:
     """Which predictions refute the hypothesis: the error is controlled across the m tests (Bonferroni).
 
     A test refuted at its own level `a` refutes the hypothesis only when it is refuted again at
@@ -75,7 +75,7 @@ def hypothesis_rule(h: Hypothesis, rows: GroupedRows, results: list[PredictionRe
         if isinstance(p, Launches):
             again = decide_launches(p, rows.data, rows.conditions, refute_level)
         else:
-            again, _ = decide(h, p, rows.data, rows.conditions, refute_level, method, seed=seed)
+            again, _ = decide(h, p, rows.data, rows.conditions, refute_level, method, seed=seed, ruleset=ruleset)
         if again.verdict == "refuted":
             refuters.append(p.id)
     tested = {p.id for p, _ in tests}
@@ -111,7 +111,7 @@ def combine(results: list[PredictionResult], rule: dict[str, Any], empty: dict[i
 def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method: str, a: float,
              a_refute: float | None = None, seed: int | None = None, ruleset: RuleSet | None = None) -> Analysis:
     """The four phases: rows grouped, per-launch values, predictions decided, one verdict."""
-    ruleset = RULESETS[LATEST] if ruleset is None else ruleset
+    ruleset = RULESETS[LATEST] if ruleset is None else ruleset  # the phases read their switches
     if method not in METHODS:
         raise ValueError(f"unknown analysis method {method!r}; allowed: {list(METHODS)}")
     seed = h.design.seed if seed is None else int(seed)
@@ -120,9 +120,9 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
         grouped = replace(grouped, empty={**grouped.empty, **nodata.unmeasured(h, grouped)})
     stats = {c.index: launch_stats(grouped.data[c.index]) for c in grouped.conditions}
     flagged = {i: s.outliers for i, s in stats.items()}
-    results, tests = decide_predictions(h, grouped, flagged, a, method, seed)
+    results, tests = decide_predictions(h, grouped, flagged, a, method, seed, ruleset)
     refute_level = a if a_refute is None else a_refute
-    rule = hypothesis_rule(h, grouped, results, tests, a, refute_level, method, seed)
+    rule = hypothesis_rule(h, grouped, results, tests, a, refute_level, method, seed, ruleset)
     var = variance_report(grouped.data, stats)
     summaries = [condition_summary(h.metric, c, grouped.data[c.index], stats[c.index],
                                    dict(var["by_condition"][str(c.index)])) for c in grouped.conditions]

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from framework.analysis.ruleset import LATEST, RULESETS
 from framework.core import design as design_mod
 from framework.core.hashing import sha256_file
 from framework.core.trials import Trials
@@ -93,7 +94,8 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
                          "launches_per_condition": _launches_per_condition(writer.rows)},
             "resumed_from": str(ctx.resume) if ctx.resume else None,
             "extension": extension(previous, d.model_dump(mode="json"), d.analysis, d.alpha,
-                                   launches_of(previous)) if previous else None,
+                                   launches_of(previous), chain=RULESETS[LATEST].chain_extensions)
+            if previous else None,
             "launch_attempts": _attempts_summary(writer.rows),
             "release": release_summary(writer.rows),
             "amended": amended,
@@ -119,6 +121,10 @@ def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str,
         marks.append("NOT MODELLED by the sim: " + ", ".join(cov["unmodelled_varied_flags"]) + " varies")
     if adapter is not None:
         marks += adapter.marks(ctx.hypothesis, prediction, lag)
+    details = prediction.get("details") or {}
+    if (details.get("drift") or {}).get("detected"):
+        marks.append("EFFECT CHANGED DURING THE RUN")
+    marks += [c["mark"] for c in details.get("caveats") or []]  # why a decided verdict may be wrong (rules v2)
     return marks
 
 

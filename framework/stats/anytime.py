@@ -18,8 +18,10 @@ t_n = sqrt(n) (mean(c) - theta) / sd(c), nu = n - 1:
 f_{nu, lambda} the noncentral t density and pi the half-normal density of scale r = 1 on the
 standardized effect delta = (mu - theta) / sigma. With the right-Haar prior on sigma implicit in
 the invariance reduction, E_n is a test martingale under mu = theta (Lai 1976; Perez-Ortiz, Lardy,
-de Heide & Grunwald 2024, "E-statistics, group invariance and anytime-valid testing"), and a
-supermartingale under mu < theta because the noncentral t family has a monotone likelihood ratio.
+de Heide & Grunwald 2024, "E-statistics, group invariance and anytime-valid testing"). For
+mu < theta no supermartingale is needed: shifting the contrasts up to mean theta raises every t_n
+on the same path and E_n increases in t_n (monotone likelihood ratio), so the crossing probability
+is at most the boundary's (a coupling; docs/statistics.md, section 10).
 Sigma is never estimated and plugged in: the scale is integrated out exactly, so the guarantee holds
 from the second block on, not asymptotically.
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from cli_helpers import framework, ledger_records, no_servers_left, run_env
 
+from framework.stats.extension import inflated_alpha
+
 
 def rows(path: Path) -> list[dict]:
     out = []
@@ -91,6 +93,20 @@ def test_sigkill_then_resume_reuses_completed_launches(workdir):
     audit = framework("audit", cwd=workdir)
     assert audit.returncode == 0, audit.stdout[-3000:]
     assert "UNREGISTERED EXTENSION" in audit.stdout
+
+    # A second extension (3 -> 4) is bounded with the whole chain of looks, 2, 3 and 4 (rules version 2),
+    # and a switch to anytime at an extension is not registered: it covers only the looks after it.
+    out = framework("run", *args, "design.launches=4", f"resume={run2}", f"hydra.run.dir={run2}", cwd=workdir)
+    assert out.returncode == 0, out.stderr[-3000:]
+    ext = ledger_records(workdir / "verdicts.jsonl")[-1]["analysis"]["extension"]
+    assert ext["looks"] == [2, 3, 4] and ext["error_bound"] > inflated_alpha(0.05, 3, 4)
+    out = framework("run", *args, "design.launches=5", "design.analysis=anytime", "allow_amend=true",
+                    f"resume={run2}", f"hydra.run.dir={run2}", cwd=workdir)
+    assert out.returncode == 0, out.stderr[-3000:]
+    ext = ledger_records(workdir / "verdicts.jsonl")[-1]["analysis"]["extension"]
+    assert ext["registered"] is False and ext["changed"]["analysis"] == ["welch", "anytime"]
+    assert ext["looks"] == [2, 3, 4, 5] and "UNREGISTERED EXTENSION" in out.stdout
+    assert framework("audit", cwd=workdir).returncode == 0
 
 
 def test_joblib_multirun_two_hypotheses_one_ledger_and_a_sweep_summary(workdir):
