@@ -36,6 +36,13 @@ def _welch_t(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return t
 
 
+def smallest_p(nx: int, ny: int) -> float:
+    """The smallest p-value `studentized_p` can return for these group sizes: 1 over the number of splits
+    (exact) or over the resamples plus the observed split. Below it, the check cannot reach a level at all."""
+    splits = math.comb(nx + ny, nx)
+    return 1.0 / splits if splits <= EXACT_LIMIT else 1.0 / (RESAMPLES + 1)
+
+
 def studentized_p(x: Sequence[float], y: Sequence[float], theta: float = 0.0,
                   alternative: Literal["greater", "less"] = "greater", seed: int = 0) -> float:
     """One-sided permutation p-value of H0: mean(x) - mean(y) <= theta ("greater") or >= theta ("less")."""

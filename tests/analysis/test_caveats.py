@@ -69,3 +69,12 @@ def test_a_jitter_below_the_resolution_is_zero_spread():
     assert analyze(h, rows, ruleset=RULESETS[1]).predictions[0].verdict == "supported"  # slipped past 1e-12
     p = analyze(h, rows, ruleset=RULESETS[2]).predictions[0]
     assert p.verdict == "inconclusive" and "zero observed spread" in p.reason
+
+
+def test_a_permutation_check_that_cannot_reach_the_level_draws_no_mark() -> None:
+    # 6 launches against 6: 924 splits, so no p-value below 1/924 exists; at a level under it the check
+    # would "fail to confirm" every verdict whatever the launches look like
+    from framework.stats import permutation
+
+    assert permutation.smallest_p(6, 6) == 1 / 924
+    assert permutation.smallest_p(6, 6) > 0.00068 > permutation.smallest_p(8, 8)
