@@ -227,7 +227,7 @@ def stage_http(opts: argparse.Namespace) -> dict[str, Any]:
             wl = Workload(prompt_tokens=128, output_tokens=64, concurrency=conc, temperature=0.0, ignore_eos=True,
                           request_timeout_s=120)
             run_workload(f"http://127.0.0.1:{port}", wl, requests_n=n, warmup=4 if conc == 1 else 64, seed=7,
-                         on_row=lambda i, unanalysed, row: None if unanalysed else rows.append(row))
+                         on_row=lambda i, unanalysed, row, kept=rows: None if unanalysed else kept.append(row))
             rates = [r["decode_tok_s"] for r in rows if r.get("decode_tok_s")]
             out[label] = {"requests": len(rates), "median_decode_tok_s": statistics.median(rates),
                           "mean_decode_tok_s": statistics.fmean(rates), "ms_per_token": 1e3 / statistics.median(rates)}
@@ -258,7 +258,7 @@ def stage_hf(opts: argparse.Namespace) -> dict[str, Any]:
     for bs in (1, 64):
         ids = torch.randint(0, s.vocab_size, (bs, 128), device="cuda")
 
-        def gen(n: int) -> float:
+        def gen(n: int, ids: torch.Tensor = ids) -> float:
             torch.cuda.synchronize()
             t = time.perf_counter()
             model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False,

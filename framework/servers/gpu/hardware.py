@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-SMI_FIELDS = ("index", "uuid", "name", "pci.bus_id", "driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem",
-              "power.limit", "temperature.gpu", "persistence_mode")
+SMI_FIELDS = ("index", "uuid", "name", "pci.bus_id", "driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm",
+              "clocks.max.mem", "power.limit", "temperature.gpu", "persistence_mode")
 
 
 def parse_smi(csv: str) -> list[dict[str, str]]:
