@@ -55,6 +55,8 @@ class Executor:
         self.pos = torch.zeros((max_rows, 1), dtype=torch.long, device=self.device)
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, tuple[torch.Tensor, ...]]] = {}
         self.fused: FusedDecoder | None = None
+        self._pinned: dict[tuple[int, torch.Size], torch.Tensor] = {}
+        self._done = torch.cuda.Event() if self.device.type == "cuda" else None
         if fused and not draft_tokens and group.size == 1:
             self.fused = FusedDecoder(self.target, compile_mode)
 
@@ -107,10 +109,27 @@ class Executor:
             graph.replay()
         else:
             outs = self._fn(B)
-        host = [o[:B].tolist() for o in outs]
+        host = [o[:B].tolist() for o in self._to_host(outs, B)]
         if not self.k:
             return [[t] for t in host[0]]
         return [d + v for d, v in zip(host[0], host[1], strict=False)]
+
+    def _to_host(self, outs: tuple[torch.Tensor, ...], B: int) -> list[torch.Tensor]:
+        """The step's outputs on the host. On CUDA: copied into pinned buffers, then waited for on an event, which
+        releases the GIL, so the HTTP thread streams the previous step's tokens while this one runs."""
+        if self.device.type != "cuda":
+            return [o[:B] for o in outs]
+        host = []
+        for i, o in enumerate(outs):
+            buf = self._pinned.get((i, o.shape[1:]))
+            if buf is None or buf.shape[0] < B:
+                buf = self._pinned[(i, o.shape[1:])] = torch.empty((self.max_rows, *o.shape[1:]), dtype=o.dtype,
+                                                                   pin_memory=True)
+            buf[:B].copy_(o[:B], non_blocking=True)
+            host.append(buf[:B])
+        self._done.record()
+        self._done.synchronize()
+        return host
 
     def move_row(self, src: int, dst: int) -> None:
         self.tcache.move_row(src, dst)
