@@ -79,11 +79,6 @@ class FusedDecoder:
     def _compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         if self.compile_mode == "none" or self.model.device.type != "cuda":
             return fn
-        import torch._inductor.config as inductor
-
-        # tune each reduction's block sizes: at batch 1 Inductor lowers the projections to reductions (gpt-fast's
-        # setting), and the default blocks leave the narrow ones (O, down) far under the memory bandwidth
-        inductor.coordinate_descent_tuning = True
         return torch.compile(fn, mode=self.compile_mode, fullgraph=True)
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
