@@ -47,7 +47,7 @@ describe() {  # the machine as this stage found it
 run() {  # one hypothesis through the framework's normal path, its run directory named after it
   local name=$1 dir=$2; shift 2
   python3 -m framework run hypothesis="$name" backend=gpu ledger="$RESULTS/${LEDGER:-verdicts.jsonl}" \
-    hydra.run.dir="$RESULTS/$dir" progress=false backend.ready_timeout_s=90 "$@"
+    hydra.run.dir="$RESULTS/$dir" progress=false backend.ready_timeout_s="${READY_TIMEOUT:-400}" "$@"
 }
 
 one_check() {  # one executor logits check, killed (stacks printed) if it hangs

@@ -35,7 +35,10 @@ from framework.servers.gpu.engine import Driver, GpuEngine, SpecConfig, worker_l
 from framework.servers.gpu.executor import Executor, graph_batch_sizes  # noqa: E402
 
 log = logging.getLogger("framework.servers.gpu")
-STARTUP_STACKS_AFTER_S = 120.0
+# a hung start-up prints every stack after this long; the fused path's first compile on a machine (cold
+# Inductor cache, max-autotune) takes about 3 minutes on an H200, and a dump in the middle of it crashed
+# was followed by the server dying (exit -11) once, so the dump waits past it
+STARTUP_STACKS_AFTER_S = 600.0
 
 
 def _setup_logging(level: str, rank: int) -> None:
