@@ -36,7 +36,7 @@ from framework.servers.gpu.executor import Executor, graph_batch_sizes  # noqa: 
 
 log = logging.getLogger("framework.servers.gpu")
 # a hung start-up prints every stack after this long; the fused path's first compile on a machine (cold
-# Inductor cache, max-autotune) takes about 3 minutes on an H200, and a dump in the middle of it crashed
+# Inductor cache, max-autotune) takes about 3 minutes on an H200, and a dump in the middle of it
 # was followed by the server dying (exit -11) once, so the dump waits past it
 STARTUP_STACKS_AFTER_S = 600.0
 
