@@ -94,13 +94,13 @@ def test_installed_package_looks_only_in_the_working_directory(tmp_path, monkeyp
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_git_info_names_no_enclosing_repository(tmp_path):
     """A directory inside some repository but not its top (site-packages in a project's .venv) has no commit."""
-    from framework.records.environment import git_info
+    from framework.records.environment import NO_WORK_TREE, git_info
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
                     "--allow-empty", "-m", "init"], check=True)
     nested = tmp_path / ".venv" / "lib" / "site-packages"
     nested.mkdir(parents=True)
-    assert git_info(nested) == {"commit": None, "dirty": None}
-    assert git_info(tmp_path)["commit"] is not None
-    assert git_info(tmp_path / "absent") == {"commit": None, "dirty": None}
+    assert git_info(nested) == {"commit": None, "dirty": None, "tree": NO_WORK_TREE}
+    assert git_info(tmp_path)["commit"] is not None and git_info(tmp_path)["tree"] == "git work tree"
+    assert git_info(tmp_path / "absent") == {"commit": None, "dirty": None, "tree": NO_WORK_TREE}

@@ -15,6 +15,12 @@
 #          resume  - resume NAME FROM: finish an interrupted run of NAME from RESULTS/runs/FROM
 #          tp2_dry - the issue-14 hypothesis at TP2, a dry run into RESULTS/tp2_dry_run (2 GPUs)
 #          tp8     - gpu_eagle_allreduce_tp8 (8 GPUs); tp4: gpu_eagle_allreduce_tp4 (4 GPUs)
+#          decode  - benchmarks/gpu/decode_step.py: device check of the fused path, the step against the
+#                    roofline, over HTTP, HF's torch.compile (1 GPU); STAGES="check step" picks some
+#
+# Records name the code that ran only when the tree has its .git: send a git bundle and run from a clone
+# (git clone -q BUNDLE /tmp/code && cd /tmp/code && bash benchmarks/gpu/run_device.sh ...); a copied tree
+# without .git records "no git work tree" instead of a commit.
 set -uo pipefail
 WHEELS=${1:?wheel directory}
 STAGE=${2:?stage}
@@ -41,7 +47,7 @@ describe() {  # the machine as this stage found it
 run() {  # one hypothesis through the framework's normal path, its run directory named after it
   local name=$1 dir=$2; shift 2
   python3 -m framework run hypothesis="$name" backend=gpu ledger="$RESULTS/${LEDGER:-verdicts.jsonl}" \
-    hydra.run.dir="$RESULTS/$dir" progress=false backend.ready_timeout_s=90 "$@"
+    hydra.run.dir="$RESULTS/$dir" progress=false backend.ready_timeout_s="${READY_TIMEOUT:-400}" "$@"
 }
 
 one_check() {  # one executor logits check, killed (stacks printed) if it hangs
@@ -106,6 +112,14 @@ case "$STAGE" in
   tp4|tp8)
     describe "$STAGE"
     run "gpu_eagle_allreduce_$STAGE" "runs/gpu_eagle_allreduce_$STAGE"
+    ;;
+  decode)
+    describe decode
+    git log --oneline -1 2>&1 | tee "$RESULTS/env/decode_commit.txt"
+    for st in ${STAGES:-check step http hf}; do
+      timeout -s KILL "${STAGE_TIMEOUT:-240}" python3 benchmarks/gpu/decode_step.py "$st" --out "$RESULTS" \
+        > "$RESULTS/$st.log" 2>&1; echo "stage $st rc=$?"; tail -n 30 "$RESULTS/$st.log"
+    done
     ;;
   *) echo "unknown stage $STAGE"; exit 2 ;;
 esac

@@ -52,21 +52,27 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
     return versions
 
 
+NO_WORK_TREE = ("no git work tree at the code's root (a tree copied without .git, or an installed package): "
+                "the commit that ran is unknown")
+
+
 def git_info(root: Path = _PROJECT_ROOT) -> dict[str, Any]:
-    """Commit and dirty flag of the project checkout; nulls when git or the checkout is absent.
+    """Commit and dirty flag of the code that runs, and ``tree``: where they were read, or why they are null.
 
     `root` must be the top of a work tree: an installed package (site-packages, perhaps in a `.venv` inside
-    the user's own repository) or a copied tree without `.git` would otherwise report the commit of
-    whatever repository encloses it, which is not the code that ran.
+    the user's own repository) or a tree copied to another machine without `.git` (inside the sender's
+    checkout there) would otherwise report the commit of whatever repository encloses it, which is not the
+    code that ran; such a record says so instead. Send the tree with its `.git` to have the commit named.
     """
     top = _run(["git", "rev-parse", "--show-toplevel"], cwd=root)
     if top is None or Path(top.strip()).resolve() != Path(root).resolve():
-        return {"commit": None, "dirty": None}
+        return {"commit": None, "dirty": None, "tree": NO_WORK_TREE}
     commit = _run(["git", "rev-parse", "HEAD"], cwd=root)
     if commit is None:
-        return {"commit": None, "dirty": None}
+        return {"commit": None, "dirty": None, "tree": "a git work tree without a commit"}
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root)
-    return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
+    return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip()),
+            "tree": "git work tree"}
 
 
 def parse_nvidia_smi(query_csv: str | None, header: str | None) -> dict[str, Any] | None:

@@ -35,7 +35,10 @@ from framework.servers.gpu.engine import Driver, GpuEngine, SpecConfig, worker_l
 from framework.servers.gpu.executor import Executor, graph_batch_sizes  # noqa: E402
 
 log = logging.getLogger("framework.servers.gpu")
-STARTUP_STACKS_AFTER_S = 120.0
+# a hung start-up prints every stack after this long; the fused path's first compile on a machine (cold
+# Inductor cache, max-autotune) takes about 3 minutes on an H200, and a dump in the middle of it
+# was followed by the server dying (exit -11) once, so the dump waits past it
+STARTUP_STACKS_AFTER_S = 600.0
 
 
 def _setup_logging(level: str, rank: int) -> None:
@@ -70,6 +73,12 @@ def _spec(args: GpuServerArgs) -> SpecConfig | None:
     return SpecConfig(num_steps=k - 1, topk=1, num_draft_tokens=k, accept_rate=args.speculative_accept_rate)
 
 
+def fused_decode(args: GpuServerArgs, device: str) -> bool:
+    """The fused path runs TP1 decode without speculation on CUDA; everything else takes the reference."""
+    return (args.decode_path == "fused" and device == "cuda" and args.tp_size == 1
+            and args.speculative_algorithm is None)
+
+
 def build_executor(args: GpuServerArgs, rank: int, seed: int) -> Executor:
     """Join the TP group, draw the weights, allocate caches, capture graphs: every rank, same order."""
     faulthandler.dump_traceback_later(STARTUP_STACKS_AFTER_S)  # a hung start-up shows where it hangs, in the log
@@ -84,7 +93,8 @@ def build_executor(args: GpuServerArgs, rank: int, seed: int) -> Executor:
     spec = _spec(args)
     k = spec.num_draft_tokens if spec else 0
     ex = Executor(shape, seed=seed, group=group, dtype=dtype, context=args.context_length,
-                  max_rows=args.max_running_requests, draft_tokens=k)
+                  max_rows=args.max_running_requests, draft_tokens=k, fused=fused_decode(args, device),
+                  compile_mode=args.torch_compile_mode)
     log.info(f"Load weight end. shape={shape.name} params={shape.params() / 1e9:.2f}B dtype={dtype} "
              f"draft={'1 layer' if k else 'none'} ({time.perf_counter() - t0:.1f} s)")
     if args.enable_torch_symm_mem:
@@ -136,6 +146,8 @@ def backend_info(args: GpuServerArgs, spec: SpecConfig | None, device: torch.dev
             "all_reduce": ("none" if args.tp_size == 1 else
                            "symm_mem_one_shot" if args.enable_torch_symm_mem else "nccl"),
             "cuda_graphs": device.type == "cuda" and not args.disable_cuda_graph,
+            "decode_path": "fused" if fused_decode(args, device.type) else "reference",
+            "torch_compile_mode": args.torch_compile_mode if fused_decode(args, device.type) else None,
             "speculative_acceptance": "declared" if spec else None,
             "speculative_accept_rate": spec.accept_rate if spec else None,
             "draft_model": f"{shape.name}-draft (1 layer)" if spec else None,

@@ -32,6 +32,8 @@ class GpuServerArgs(SglangLaunchArgs):
     api_key: str | None = None
     served_model_name: str | None = None
     speculative_accept_rate: float = Field(0.7, ge=0, le=1)
+    decode_path: Literal["fused", "reference"] = "fused"
+    torch_compile_mode: Literal["max-autotune-no-cudagraphs", "default", "none"] = "max-autotune-no-cudagraphs"
     worker_rank: int = Field(0, ge=0)
     dist_init_method: str | None = None
 
@@ -78,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     own.add_argument("--speculative-accept-rate", type=float,
                      help="declared per-token acceptance of draft tokens (random weights cannot agree, so "
                           "acceptance is a seeded draw at this rate; records say it is declared)")
+    own.add_argument("--decode-path", choices=("fused", "reference"),
+                     help="fused (default): compiled per-layer pieces and a length-aware attention kernel for TP1 "
+                          "decode on CUDA; reference: the plain PyTorch forward (always used at TP > 1, with "
+                          "speculation, and on the CPU)")
+    own.add_argument("--torch-compile-mode", choices=("max-autotune-no-cudagraphs", "default", "none"),
+                     help="how the fused pieces are compiled (default max-autotune-no-cudagraphs)")
     own.add_argument("--worker-rank", type=int, help=argparse.SUPPRESS)
     own.add_argument("--dist-init-method", help=argparse.SUPPRESS)
     return p

@@ -5,6 +5,9 @@ eager or, when CUDA graphs are on and the batch fits a captured size, the replay
 start-up for that batch size (the batch is padded up to it; padding rows are free cache rows). As in
 SGLang, graphs cover decode and the speculative step, not prefill.
 
+With ``fused`` (TP1 decode without speculation) the decode step runs through :class:`FusedDecoder`:
+compiled per-layer pieces and a length-aware attention kernel, the same function as the reference forward.
+
 The speculative step is EAGLE's chain (topk 1): the draft model proposes ``k - 1`` tokens one at a
 time, then the target scores the last accepted token and the ``k - 1`` drafts in one verify pass of
 ``k`` tokens. Greedy argmax on real logits everywhere.
@@ -19,6 +22,7 @@ from typing import Callable
 import torch
 
 from framework.servers.gpu.comm import TPGroup
+from framework.servers.gpu.fused import FusedDecoder
 from framework.servers.gpu.model import Llama
 from framework.servers.gpu.shapes import Shape, draft_shape
 
@@ -35,7 +39,8 @@ def graph_batch_sizes(max_bs: int) -> list[int]:
 
 class Executor:
     def __init__(self, shape: Shape, *, seed: int, group: TPGroup, dtype: torch.dtype, context: int,
-                 max_rows: int, draft_tokens: int = 0) -> None:
+                 max_rows: int, draft_tokens: int = 0, fused: bool = False,
+                 compile_mode: str = "max-autotune-no-cudagraphs") -> None:
         self.group, self.device, self.k = group, group.device, draft_tokens
         self.target = Llama(shape, seed=seed, tp_rank=group.rank, tp_size=group.size, device=self.device,
                             dtype=dtype, all_reduce=group.all_reduce, context=context)
@@ -49,6 +54,11 @@ class Executor:
         self.tok = torch.zeros((max_rows, width), dtype=torch.long, device=self.device)
         self.pos = torch.zeros((max_rows, 1), dtype=torch.long, device=self.device)
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, tuple[torch.Tensor, ...]]] = {}
+        self.fused: FusedDecoder | None = None
+        self._pinned: dict[tuple[int, torch.Size], torch.Tensor] = {}
+        self._done = torch.cuda.Event() if self.device.type == "cuda" else None
+        if fused and not draft_tokens and group.size == 1:
+            self.fused = FusedDecoder(self.target, compile_mode)
 
     # ----------------------------------------------------------------- the steps
 
@@ -63,6 +73,8 @@ class Executor:
         return int(logits[0, -1].argmax())
 
     def _decode_fn(self, bs: int) -> tuple[torch.Tensor, ...]:
+        if self.fused is not None:
+            return (self.fused.step(self.tok[:bs, 0], self.pos[:bs, 0], self.tcache),)
         logits = self.target(self.tok[:bs, :1], self.pos[:bs], self.tcache)
         return (logits[:, -1].argmax(-1),)
 
@@ -97,10 +109,27 @@ class Executor:
             graph.replay()
         else:
             outs = self._fn(B)
-        host = [o[:B].tolist() for o in outs]
+        host = [o[:B].tolist() for o in self._to_host(outs, B)]
         if not self.k:
             return [[t] for t in host[0]]
         return [d + v for d, v in zip(host[0], host[1], strict=False)]
+
+    def _to_host(self, outs: tuple[torch.Tensor, ...], B: int) -> list[torch.Tensor]:
+        """The step's outputs on the host. On CUDA: copied into pinned buffers, then waited for on an event, which
+        releases the GIL, so the HTTP thread streams the previous step's tokens while this one runs."""
+        if self.device.type != "cuda":
+            return [o[:B] for o in outs]
+        host = []
+        for i, o in enumerate(outs):
+            buf = self._pinned.get((i, o.shape[1:]))
+            if buf is None or buf.shape[0] < B:
+                buf = self._pinned[(i, o.shape[1:])] = torch.empty((self.max_rows, *o.shape[1:]), dtype=o.dtype,
+                                                                   pin_memory=True)
+            buf[:B].copy_(o[:B], non_blocking=True)
+            host.append(buf[:B])
+        self._done.record()
+        self._done.synchronize()
+        return host
 
     def move_row(self, src: int, dst: int) -> None:
         self.tcache.move_row(src, dst)
