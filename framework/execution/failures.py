@@ -61,7 +61,8 @@ GENERIC_PATTERNS: Patterns = (
 SUMMARY_LINES = re.compile(
     r"(ValueError: )?Failed to load model from file|llama_model_load_from_file_impl: failed to load model|"
     r"error loading model: llama_model_loader: failed to load model|Engine core initialization failed|"
-    r"See root cause above"
+    r"See root cause above|"
+    r"SIGQUIT received\. .*It usually means one child failed"  # SGLang's, after a child's traceback
 )
 _ARGPARSE_ERROR = re.compile(r"^\S+: error: ")
 _ERRORISH = re.compile(r"(Error|Exception|error:|FATAL|Traceback|failed)")
@@ -111,10 +112,13 @@ def match_line(lines: Sequence[str], patterns: Patterns = ()) -> tuple[str, str]
 
 
 def _last_errorish(lines: Sequence[str]) -> str | None:
-    for line in reversed(strip_help(lines)):
-        text = line.strip()
-        if text and _ERRORISH.search(text) and not text.startswith('File "'):
-            return text
+    kept = strip_help(lines)
+    for summaries in (False, True):  # a line that only restates the failure yields to the cause above it
+        for line in reversed(kept):
+            text = line.strip()
+            if text and _ERRORISH.search(text) and not text.startswith('File "') and (
+                    summaries or not SUMMARY_LINES.search(text)):
+                return text
     return next((ln.strip() for ln in reversed(lines) if ln.strip()), None)
 
 
