@@ -15,7 +15,10 @@ FailureClass = Literal[
     "model_not_found",    # the model path or repository does not exist
     "model_corrupt",      # the model file exists but cannot be loaded (damaged, unsupported format or architecture)
     "port_in_use",        # the HTTP port was taken
-    "out_of_memory",      # host or GPU memory ran out
+    "out_of_memory",      # GPU memory ran out, or memory of a kind the log does not say
+    "host_out_of_memory",  # host RAM ran out: the CPU allocator failed, or the kernel's OOM killer struck
+    "missing_module",     # a Python module the server imports is not installed (ModuleNotFoundError)
+    "extension_mismatch",  # a compiled extension will not load beside this torch (undefined symbol, missing op)
     "cuda_mismatch",      # kernels not built for this GPU architecture, or a driver too old for the CUDA runtime
     "crash_after_ready",  # the server answered its health route, then died while being measured
     "ready_timeout",      # the server neither became ready nor exited in time

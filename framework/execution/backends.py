@@ -53,7 +53,7 @@ class Backend:
     api_key_args: tuple[str, ...] = ()  # else this flag template with {api_key}
     env_unset: tuple[str, ...] = ()  # variables removed from the server's environment; `X*` is a prefix
     failure_patterns: Patterns = ()
-    version_package: str | None = None  # distribution name whose metadata gives the server version
+    version_package: str | None = None  # import name (or distribution) whose installed distribution gives the version
     version_argv: tuple[str, ...] = ()  # else this command (a template) prints it
     build_info_argv: tuple[str, ...] = ()  # a command (template) printing build flags / system info
     metrics_path: str | None = None
@@ -77,6 +77,15 @@ LLAMA_CPP_SETTINGS = (
     "ROOT_PATH",
 )
 
+# Variables that would override flags of servers commonly run as `backend=command` (llama-cpp-python's
+# settings, llama-server's LLAMA_ARG_*, uvicorn's UVICORN_* options): an inherited PORT made such a
+# server bind the caller's port while the framework waited on its own. backend.env still sets any of them.
+COMMAND_ENV_UNSET = (*LLAMA_CPP_SETTINGS, "LLAMA_ARG_*", "UVICORN_*")
+
+# SGLang's current route first; /get_server_info is deprecated (0.5.9 logs a warning per call) but older
+# releases have only it.
+SGLANG_INFO_PATHS = ("/server_info", "/get_server_info")
+
 _PY_SERVER = ("{python}", "-m", "{module}")
 _SGLANG_ARGV = (*_PY_SERVER, "--model-path", "{model}", "--tp-size", "{tp}", "--host", "{host}", "--port", "{port}",
                 "--random-seed", "{seed}")
@@ -92,7 +101,7 @@ BACKENDS: dict[str, Backend] = {
         health_path="/health", protocol="sglang",
         adapter="framework.servers.sim.adapter",
         api_key_env="SIM_API_KEY", failure_patterns=_SGLANG_PATTERNS, version_package="framework",
-        metrics_path="/metrics", metrics_prefix="sglang:", info_paths=("/get_server_info",),
+        metrics_path="/metrics", metrics_prefix="sglang:", info_paths=SGLANG_INFO_PATHS,
         notes="the embedded simulated SGLang server; SGLang's flags plus --sim-*"),
     "gpu": Backend(
         name="gpu", argv=_SGLANG_ARGV, flags="gpu", module="framework.servers.gpu", health_path="/health",
@@ -102,18 +111,18 @@ BACKENDS: dict[str, Backend] = {
             ("out_of_memory", r"CUDA out of memory|OutOfMemoryError"),
             ("bad_value", r"needs \d+ GPUs; \d+ visible|not divisible by tp_size|unknown model"),
         ),
-        version_package="framework", metrics_path="/metrics", info_paths=("/get_server_info",),
+        version_package="framework", metrics_path="/metrics", info_paths=SGLANG_INFO_PATHS,
         notes="the project's torch GPU server (framework.servers.gpu): SGLang's flags and API, random weights"),
     "sglang": Backend(
         name="sglang", argv=_SGLANG_ARGV, flags="sglang", module="sglang.launch_server", health_path="/health",
         protocol="sglang",
         api_key_args=("--api-key", "{api_key}"),  # SGLang takes it only as a flag (docs/backends.md)
         failure_patterns=_SGLANG_PATTERNS, version_package="sglang",
-        metrics_path="/metrics", metrics_prefix="sglang:", info_paths=("/get_server_info", "/server_info"),
+        metrics_path="/metrics", metrics_prefix="sglang:", info_paths=SGLANG_INFO_PATHS,
         notes="python -m sglang.launch_server; /metrics needs --enable-metrics"),
     "endpoint": Backend(
         name="endpoint", argv=(), starts_server=False, health_path="/health", protocol="sglang",
-        info_paths=("/get_server_info", "/server_info"),
+        info_paths=SGLANG_INFO_PATHS,
         notes="a server the user started; nothing is launched or stopped"),
     "vllm": Backend(
         name="vllm", flags="vllm",
@@ -161,7 +170,8 @@ BACKENDS: dict[str, Backend] = {
         info_paths=("/props",),
         notes="llama.cpp's own llama-server binary; /health is 503 while loading; /metrics needs --metrics"),
     "command": Backend(
-        name="command", argv=(), health_path="/health", protocol="openai",
+        name="command", argv=(), health_path="/health", protocol="openai", env_unset=COMMAND_ENV_UNSET,
+        info_paths=("/version",),
         notes="any OpenAI-compatible server: backend.argv with {host} {port} {model} ..."),
 }
 

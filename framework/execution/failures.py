@@ -30,9 +30,19 @@ GENERIC_PATTERNS: Patterns = (
                       r"CUDA driver version is insufficient|driver on your system is too old|"
                       r"cudaErrorNoKernelImageForDevice|cudaErrorInsufficientDriver|"
                       r"is not compatible with the current PyTorch installation|Found no NVIDIA driver|"
-                      r"CUDA error: (invalid device function|no kernel image)|unsupported gpu architecture"),
+                      r"CUDA error: (invalid device function|no kernel image)|unsupported gpu architecture|"
+                      r"lib(cuda|cudart|torch_cuda|nvrtc)\b[\w.]*\.so[\d.]*: cannot open shared object file"),
+    # a dependency missing from the server's environment, or one whose compiled part does not fit this
+    # torch (vLLM beside a CPU torch: `operator torchvision::nms does not exist`, `_torchaudio.so`, libtorchcodec)
+    ("missing_module", r"ModuleNotFoundError: No module named|ImportError: No module named"),
+    ("extension_mismatch", r"operator [\w:]+ does not exist|undefined symbol: |Could not load libtorchcodec|"
+                           r"_torchaudio[\w.]*\.so|\.so[\d.]*: cannot open shared object file|"
+                           r"version `[\w.]+' not found"),
+    # the launcher adds the OOM-killer line (framework.execution.launcher.OOM_KILL_NOTE) when it saw a kill
+    ("host_out_of_memory", r"DefaultCPUAllocator: can't allocate memory|Cannot allocate memory|std::bad_alloc|"
+                           r"\bMemoryError\b|the kernel's OOM killer killed"),
     ("out_of_memory", r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|"
-                      r"\bout of memory\b|Cannot allocate memory|std::bad_alloc|\bMemoryError\b|"
+                      r"\bout of memory\b|"
                       r"failed to allocate|No available memory for the cache blocks|Not enough memory"),
     ("model_not_found", r"[Mm]odel path does not exist|No such file or directory|is not a local folder and is not a "
                         r"valid model identifier|Repository Not Found|RepositoryNotFoundError|"
@@ -51,7 +61,8 @@ GENERIC_PATTERNS: Patterns = (
 SUMMARY_LINES = re.compile(
     r"(ValueError: )?Failed to load model from file|llama_model_load_from_file_impl: failed to load model|"
     r"error loading model: llama_model_loader: failed to load model|Engine core initialization failed|"
-    r"See root cause above"
+    r"See root cause above|"
+    r"SIGQUIT received\. .*It usually means one child failed"  # SGLang's, after a child's traceback
 )
 _ARGPARSE_ERROR = re.compile(r"^\S+: error: ")
 _ERRORISH = re.compile(r"(Error|Exception|error:|FATAL|Traceback|failed)")
@@ -101,10 +112,13 @@ def match_line(lines: Sequence[str], patterns: Patterns = ()) -> tuple[str, str]
 
 
 def _last_errorish(lines: Sequence[str]) -> str | None:
-    for line in reversed(strip_help(lines)):
-        text = line.strip()
-        if text and _ERRORISH.search(text) and not text.startswith('File "'):
-            return text
+    kept = strip_help(lines)
+    for summaries in (False, True):  # a line that only restates the failure yields to the cause above it
+        for line in reversed(kept):
+            text = line.strip()
+            if text and _ERRORISH.search(text) and not text.startswith('File "') and (
+                    summaries or not SUMMARY_LINES.search(text)):
+                return text
     return next((ln.strip() for ln in reversed(lines) if ln.strip()), None)
 
 

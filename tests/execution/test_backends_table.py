@@ -108,6 +108,19 @@ def test_command_backend_fills_the_template():
     assert BackendSettings(name="command", argv=["x", "{port}"]).effective_protocol == "openai"
 
 
+def test_command_backend_drops_the_variables_that_would_override_its_flags():
+    s = spec_for({"name": "command", "argv": ["my-server", "--port", "{port}"]})
+    inherited = {"PORT": "9", "host": "0.0.0.0", "UVICORN_PORT": "9", "LLAMA_ARG_PORT": "9", "N_CTX": "8",
+                 "PATH": "/bin", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert server_environ(inherited, s.env_unset) == {"PATH": "/bin", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert BACKENDS["command"].info_paths == ("/version",)  # vLLM's version route, for the record's server_version
+
+
+def test_sglang_rows_ask_the_current_info_route_before_the_deprecated_one():
+    for name in ("sim", "gpu", "sglang", "endpoint"):
+        assert BACKENDS[name].info_paths == ("/server_info", "/get_server_info"), name
+
+
 @pytest.mark.parametrize("settings, field, words", [
     ({"name": "command"}, "backend.argv", "needs an argv template"),
     ({"name": "command", "argv": ["srv", "{host}"]}, "backend.argv", "{port}"),

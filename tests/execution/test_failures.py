@@ -7,6 +7,7 @@ import pytest
 from framework.core.vocabulary import FAILURE_CLASSES
 from framework.execution.backends import BACKENDS
 from framework.execution.failures import classify, strip_help
+from framework.execution.launcher import OOM_KILL_NOTE
 
 VLLM = BACKENDS["vllm"].failure_patterns
 SGLANG = BACKENDS["sglang"].failure_patterns
@@ -46,6 +47,18 @@ ARGPARSE = ["usage: api_server.py [-h] [--host HOST] [--port PORT]",
          "  Input should be greater than or equal to 1 [type=greater_than_equal, input_value=0, input_type=int]"],
      LLAMA, "bad_value"),
     (-9, ["loading model"], LLAMA, "killed"),
+    # a dependency missing or not fitting this torch: each of these was printed by a real start-up here
+    (1, ["Traceback (most recent call last):", "ModuleNotFoundError: No module named 'vllm'"], VLLM, "missing_module"),
+    (1, ["  File \"torchvision/_meta_registrations.py\", line 163, in <module>",
+         "RuntimeError: operator torchvision::nms does not exist"], VLLM, "extension_mismatch"),
+    (1, ["OSError: /venv/lib/python3.11/site-packages/torchaudio/lib/_torchaudio.abi3.so: undefined symbol: "
+         "_ZN3c104cuda9SetDeviceEa"], VLLM, "extension_mismatch"),
+    (1, ["OSError: libcudart.so.12: cannot open shared object file: No such file or directory"], SGLANG,
+     "cuda_mismatch"),
+    (1, ["RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+         "you tried to allocate 100000000000000 bytes. Error code 12 (Cannot allocate memory)"], VLLM,
+     "host_out_of_memory"),
+    (-9, ["loading model", OOM_KILL_NOTE.format(n=1, before=3, after=4)], SGLANG, "host_out_of_memory"),
     (1, ["loading model", "something odd happened"], LLAMA, "exited"),
 ])
 def test_classes_from_exit_codes_and_log_lines(code, lines, patterns, expected):

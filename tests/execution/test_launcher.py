@@ -167,3 +167,71 @@ def test_ctrl_c_is_not_swallowed_by_a_workload_that_records_cancelled_requests()
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+# Binds PORT from the environment over its --port flag, as llama-cpp-python's server does.
+ENV_PORT_SERVER = """
+import http.server, os, sys
+port = int(os.environ.get("PORT") or sys.argv[sys.argv.index("--port") + 1])
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+def test_a_command_server_binds_its_own_port_whatever_the_callers_environment(tmp_path, monkeypatch):
+    # the issue's case: `backend=command` inherited PORT, the server bound it and the framework waited 900 s
+    from framework.core import design
+    from framework.core.spec import Experiment, Hypothesis
+    from framework.execution.backends import BackendSettings, server_spec
+
+    decoy = free_port()
+    monkeypatch.setenv("PORT", str(decoy))
+    monkeypatch.setenv("UVICORN_PORT", str(decoy))
+    h = Hypothesis.model_validate({"name": "h", "statement": "s", "experiment": "e", "factors": {"f": {
+        "reference": "a", "levels": {"a": {}, "b": {}}}}, "predictions": [{"id": "p", "kind": "increase",
+                                                                             "factor": "f", "level": "b"}]})
+    backend = BackendSettings(name="command", argv=[sys.executable, "-c", ENV_PORT_SERVER, "--port", "{port}"],
+                              ready_timeout_s=20)
+    port = free_port()
+    s = server_spec(backend, Experiment(name="e", model_path="m"), h, design.conditions(h)[0], port=port, seed=1,
+                    log_path=tmp_path / "cmd.log")
+    with ServerProcess(s) as server:
+        assert server.ready and server.spec.port == port
+    # a PORT the user sets on purpose (backend.env) still reaches the server
+    kept = BackendSettings(name="command", argv=["srv", "{port}"], env={"PORT": "7"})
+    assert server_spec(kept, Experiment(name="e", model_path="m"), h, design.conditions(h)[0], port=port, seed=1,
+                       log_path=tmp_path / "x.log").env["PORT"] == "7"
+
+
+def test_oom_kill_count_is_read_from_vmstat(tmp_path):
+    from framework.execution.launcher import oom_kills
+
+    vmstat = tmp_path / "vmstat"
+    vmstat.write_text("nr_free_pages 12\noom_kill 5\n")
+    assert oom_kills(vmstat) == 5
+    assert oom_kills(tmp_path / "absent") is None
+
+
+@pytest.mark.parametrize("rose, code, noted", [(True, -9, True), (False, -9, False), (True, 1, False)])
+def test_a_sigkill_while_the_oom_killer_struck_is_noted_in_the_log(tmp_path, monkeypatch, rose, code, noted):
+    from framework.execution import launcher
+    from framework.execution.failures import classify
+    from framework.execution.launcher import log_tail
+
+    counts = iter([10, 11 if rose else 10])
+    monkeypatch.setattr(launcher, "oom_kills", lambda: next(counts))
+    body = "import os, signal; print('loading', flush=True); " + (
+        "os.kill(os.getpid(), signal.SIGKILL)" if code == -9 else "raise SystemExit(1)")
+    s = ServerSpec([sys.executable, "-c", body], "127.0.0.1", free_port(), tmp_path / "oom.log", ready_timeout_s=20)
+    server = ServerProcess(s).start()
+    with pytest.raises(LaunchError) as info:
+        server.wait_ready()
+    server.stop()
+    assert info.value.exit_code == code
+    failure = classify(code, log_tail(s.log_path))
+    assert (failure.cls == "host_out_of_memory") is noted
+    assert ("oom_kill 10 -> 11" in failure.line) is noted

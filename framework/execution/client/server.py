@@ -25,7 +25,7 @@ def served_model(base_url: str, headers: dict[str, str] | None) -> str | None:
         return None
 
 
-def server_info(base_url: str, api_key: str | None, paths: tuple[str, ...] = ("/get_server_info", "/server_info")
+def server_info(base_url: str, api_key: str | None, paths: tuple[str, ...] = ("/server_info", "/get_server_info")
                 ) -> dict[str, Any] | None:
     """The server's description of itself from the first of the backend's info routes that answers JSON."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
