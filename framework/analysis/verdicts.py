@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from framework.analysis.launches import condition_summary, launch_stats, variance_report
+from framework.analysis.launches import condition_summary, launch_stats, losses, variance_report
 from framework.analysis.models import Analysis, ConditionSummary, MetricSummary, PredictionResult, Verdict
 from framework.analysis.predictions import (
     BOOTSTRAP_RESAMPLES,
@@ -109,11 +109,11 @@ def combine(results: list[PredictionResult], rule: dict[str, Any], empty: dict[i
 def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method: str, a: float,
              a_refute: float | None = None, seed: int | None = None, ruleset: RuleSet | None = None) -> Analysis:
     """The four phases: rows grouped, per-launch values, predictions decided, one verdict."""
-    ruleset = RULESETS[LATEST] if ruleset is None else ruleset  # noqa: F841 (the phases read their switches)
+    ruleset = RULESETS[LATEST] if ruleset is None else ruleset  # the phases read their switches from the data
     if method not in METHODS:
         raise ValueError(f"unknown analysis method {method!r}; allowed: {list(METHODS)}")
     seed = h.design.seed if seed is None else int(seed)
-    grouped = group_rows(h, rows)
+    grouped = group_rows(h, rows, ruleset)
     stats = {c.index: launch_stats(grouped.data[c.index]) for c in grouped.conditions}
     flagged = {i: s.outliers for i, s in stats.items()}
     results, tests = decide_predictions(h, grouped, flagged, a, method, seed)
@@ -135,6 +135,8 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
         "duplicates_dropped": grouped.dropped,
         "superseded_attempts": sorted(i for d in grouped.data.values() for i in d.superseded),
     }
+    if ruleset.launch_end_fails or ruleset.unmeasured_lost:  # what each condition lost, by index (version 2)
+        details["losses"] = {str(c.index): losses(grouped.data[c.index]) for c in grouped.conditions}
     if grouped.empty:  # a run in which a condition measured nothing claims nothing (framework.core.evidence)
         details["no_data"] = {str(k): v for k, v in sorted(grouped.empty.items())}
     return Analysis(verdict=verdict, predictions=results, conditions=summaries, details=details)

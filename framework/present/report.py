@@ -396,6 +396,8 @@ def record_blocks(record: dict[str, Any], rows: list[dict[str, Any]] | None, pre
          " ".join(c.get("server_args") or [])]
         for c in record.get("conditions") or []]))
     failures = [(c, f) for c in record.get("conditions") or [] for f in c.get("failures") or []]
+    failures += [(c, f"lost {lost}") for c in record.get("conditions") or []
+                 if (lost := fmt.requests_lost(c.get("losses")))]
     if failures:
         blocks.append(Pre("\n".join(f"{fmt.levels(c.get('levels') or {})}: {f}" for c, f in failures)))
     ext = (record.get("analysis") or {}).get("extension")
