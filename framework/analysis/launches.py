@@ -97,7 +97,7 @@ def loss_text(c: Condition, loss: dict[str, Any]) -> str:
     if loss["censored"]:
         parts.append(f"{loss['censored']} of {loss['requests']} measured requests failed (censored)")
     if loss.get("unmeasured"):
-        parts.append(f"{loss['unmeasured']} of {loss['requests']} measured requests were ok but not measured "
+        parts.append(f"{loss['unmeasured']} of {loss['requests']} measured requests ok but not measured "
                      f"({unmeasured_words(loss['unmeasured_why'])})")
     return f"condition {c.label()} lost " + ", ".join(parts)
 

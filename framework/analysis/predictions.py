@@ -46,8 +46,10 @@ def _need(data: dict[int, ConditionData], cells: list[Condition], exclude: froze
             d = data[c.index]
             ok = sum(1 for r in d.launch_rows if r.get("ok"))
             failed = len(d.launch_rows) - ok
+            loss = losses(d)
+            why = f" ({loss_text(c, loss)})" if "requests_lost" in loss and (failed or loss["requests_lost"]) else ""
             return (f"condition {c.label()} has {len(ids)} launch(es) with measurements "
-                    f"({ok} ok, {failed} failed); at least 2 are needed")
+                    f"({ok} ok, {failed} failed); at least 2 are needed{why}")
         loss = losses(data[c.index])
         if loss["lost_share"] > LOSS_LIMIT or loss.get("requests_lost_share", loss["censored_share"]) > LOSS_LIMIT:
             return (f"{loss_text(c, loss)}: more than {LOSS_LIMIT:.0%} lost, so the survivors may not "
