@@ -100,12 +100,12 @@ def match_line(lines: Sequence[str], patterns: Patterns = ()) -> tuple[str, str]
     return None
 
 
-def _last_errorish(lines: Sequence[str]) -> str | None:
+def _last_errorish(lines: Sequence[str], fallback: bool = True) -> str | None:
     for line in reversed(strip_help(lines)):
         text = line.strip()
         if text and _ERRORISH.search(text) and not text.startswith('File "'):
             return text
-    return next((ln.strip() for ln in reversed(lines) if ln.strip()), None)
+    return next((ln.strip() for ln in reversed(lines) if ln.strip()), None) if fallback else None
 
 
 def classify(
@@ -129,7 +129,8 @@ def classify(
     if timed_out:
         return Failure("ready_timeout", evidence, None, summary)
     if after_ready:  # a signal with no telling line shows as the signal, not as the last (INFO) line of the log
-        line = evidence if found or exit_code is None or exit_code >= 0 else _signal_line(exit_code)
+        telling = found is not None or _last_errorish(log_lines, fallback=False) is not None
+        line = evidence if telling or exit_code is None or exit_code >= 0 else _signal_line(exit_code)
         return Failure("crash_after_ready", line, exit_code, summary)
     if found:
         return Failure(found[0], found[1], exit_code, summary)  # type: ignore[arg-type]

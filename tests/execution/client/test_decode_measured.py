@@ -31,7 +31,8 @@ def test_openai_requests_ask_for_usage_on_every_chunk():
 
 def test_per_chunk_usage_counts_every_token_a_merged_chunk_carries():
     p = StreamParser("completions")
-    counts = [p.event(_chunk("a", 1)), p.event(_chunk("bcde", 5)), p.event(_chunk("", 6)), p.event(_chunk("f", 7, "length"))]
+    chunks = [_chunk("a", 1), _chunk("bcde", 5), _chunk("", 6), _chunk("f", 7, "length")]
+    counts = [p.event(c) for c in chunks]
     assert counts == [1, 4, 1, 1]  # a token with no text yet (a partial character) still arrived then
     assert p.event(json.dumps({"choices": [], "usage": {"completion_tokens": 7}}).encode()) == 0 and p.finished
 

@@ -77,4 +77,5 @@ def test_merge_chunks_keeps_the_last_generate_event_and_joins_incremental_ids():
         data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
         merged, done = _events(merge_events(data))
         assert merged["output_ids"] == [0, 1] and merged["meta_info"]["completion_tokens"] == 2 and done == "[DONE]"
-    assert parse_server_args(["--model-path", "m", "--sim-fault-merge-chunks"]).sim_faults == FaultPlan(merge_chunks=True)
+    plan = parse_server_args(["--model-path", "m", "--sim-fault-merge-chunks"]).sim_faults
+    assert plan == FaultPlan(merge_chunks=True)
