@@ -3,7 +3,8 @@
 Two families (definitions beside SGLang's bench_serving in docs/workloads.md):
 
 - per-request metrics (`ttft_s`, `tpot_s`, `e2e_s`, `decode_tok_s`, `output_tok_s`, `accept_length`,
-  `completion_tokens`): a launch's value is the mean over its measured requests, as before;
+  `completion_tokens`): a launch's value is the mean over its measured requests, or for the rates
+  under rules version 2 the ratio of their totals (`ratio_parts`);
 - launch metrics, computed from all of a launch's rows at once:
   `<request metric>.<stat>` with stat in mean, p50, p90, p99 (e.g. `ttft_s.p99`); `itl_s.<stat>`
   over every gap between token-carrying chunks of the measured requests; `output_throughput`
