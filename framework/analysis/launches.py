@@ -17,6 +17,7 @@ from typing import Any
 from framework.analysis.models import ConditionSummary, MetricSummary
 from framework.analysis.rows import ConditionData, failure_message
 from framework.core.design import Condition
+from framework.core.vocabulary import DECODE_UNMEASURED
 from framework.stats import outliers, variance
 
 
@@ -42,31 +43,68 @@ def launch_stats(d: ConditionData) -> LaunchStats:
 
 
 def losses(d: ConditionData) -> dict[str, Any]:
-    """What a condition lost: launches that failed or served nothing, and measured requests that failed."""
+    """What a condition lost: launches that failed or served nothing, and measured requests that failed.
+
+    The loss rule (framework.analysis.predictions.LOSS_LIMIT) reads `lost_share` (launches) and
+    `requests_lost_share` (requests; `censored_share` in version 1). Under rules version 2 the dict
+    also names the launches that failed while measured (`failed_while_measured`, in `failed`, their
+    messages in `failures_while_measured`) and the ok requests without a value of the metric
+    (`unmeasured`, `unmeasured_why`: {reason: n}, reasons in framework.core.vocabulary.DECODE_UNMEASURED);
+    `requests_lost` = censored + unmeasured.
+    """
     ok = sum(1 for r in d.launch_rows if r.get("ok"))
     failed = len(d.launch_rows) - ok
     no_data = sum(1 for r in d.launch_rows if r.get("ok") and not d.values.get(r["launch_id"]))
     failures = sorted({m for m in (failure_message(r) for r in d.launch_rows) if m})
     total = len(d.launch_rows)
-    return {"launches": total, "failed": failed, "without_data": no_data,
-            "lost_share": (failed + no_data) / total if total else 0.0,
-            "requests": d.measured, "censored": d.censored,
-            "censored_share": d.censored / d.measured if d.measured else 0.0,
-            "failures": failures}
+    out: dict[str, Any] = {"launches": total, "failed": failed, "without_data": no_data,
+                           "lost_share": (failed + no_data) / total if total else 0.0,
+                           "requests": d.measured, "censored": d.censored,
+                           "censored_share": d.censored / d.measured if d.measured else 0.0,
+                           "failures": failures}
+    if d.rules.launch_end_fails:
+        measured = [r for r in d.launch_rows if r.get("failed_while_measured")]
+        out["failed_while_measured"] = len(measured)
+        out["failures_while_measured"] = sorted({m for m in (failure_message(r) for r in measured) if m})
+    lost = d.censored
+    if d.rules.unmeasured_lost:
+        out["unmeasured"] = d.unmeasured
+        out["unmeasured_why"] = dict(sorted(d.unmeasured_why.items()))
+        lost += d.unmeasured
+    if d.rules.launch_end_fails or d.rules.unmeasured_lost:
+        out["requests_lost"] = lost
+        out["requests_lost_share"] = lost / d.measured if d.measured else 0.0
+    return out
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def loss_text(c: Condition, loss: dict[str, Any]) -> str:
     """`losses` in words, for a prediction's reason."""
     parts = []
-    if loss["failed"]:
-        first = loss["failures"][0] if loss["failures"] else "no message captured"
-        first = first if len(first) <= 120 else first[:117] + "..."
-        parts.append(f"{loss['failed']} of {loss['launches']} launches failed at start-up ({first!r})")
+    while_measured = loss.get("failed_while_measured", 0)
+    if loss["failed"] - while_measured:
+        at_start = [m for m in loss["failures"] if m not in loss.get("failures_while_measured", [])]
+        first = _short(at_start[0] if at_start else "no message captured")
+        parts.append(f"{loss['failed'] - while_measured} of {loss['launches']} launches failed at start-up ({first!r})")
+    if while_measured:
+        first = _short((loss.get("failures_while_measured") or ["no message captured"])[0])
+        parts.append(f"{while_measured} of {loss['launches']} launches failed while measured ({first!r})")
     if loss["without_data"]:
         parts.append(f"{loss['without_data']} launch(es) started but measured nothing")
     if loss["censored"]:
         parts.append(f"{loss['censored']} of {loss['requests']} measured requests failed (censored)")
+    if loss.get("unmeasured"):
+        parts.append(f"{loss['unmeasured']} of {loss['requests']} measured requests ok but not measured "
+                     f"({unmeasured_words(loss['unmeasured_why'])})")
     return f"condition {c.label()} lost " + ", ".join(parts)
+
+
+def unmeasured_words(why: dict[str, int]) -> str:
+    """{reason: n} in words: '9 one_chunk: every token arrived in one chunk ...'."""
+    return "; ".join(f"{n} {code}: {DECODE_UNMEASURED.get(code, code)}" for code, n in why.items())
 
 
 def variance_report(data: dict[int, ConditionData], stats: dict[int, LaunchStats]) -> dict[str, Any]:

@@ -29,8 +29,9 @@ from framework.stats import anytime, decisions, effects, shape
 METHODS = ANALYSIS_METHODS
 BOOTSTRAP_RESAMPLES = 4000
 # A comparison whose condition lost more than this share of its launches (failed at start-up or
-# served nothing) or of its measured requests is inconclusive: the survivors may not represent the
-# condition (docs/statistics.md, section 3, "What was lost").
+# served nothing; under rules version 2 also failed while measured) or of its measured requests
+# (failed; under version 2 also ok but without a value of the metric) is inconclusive: the survivors
+# may not represent the condition (docs/statistics.md, section 3, "What was lost").
 LOSS_LIMIT = 0.2
 # Zero observed spread (rules version 2): launch means that agree to the measurement's resolution
 # (framework.stats.shape.RESOLUTION, one part in a million) have no measured spread.
@@ -51,10 +52,12 @@ def _need(data: dict[int, ConditionData], cells: list[Condition], exclude: froze
             d = data[c.index]
             ok = sum(1 for r in d.launch_rows if r.get("ok"))
             failed = len(d.launch_rows) - ok
+            loss = losses(d)
+            why = f" ({loss_text(c, loss)})" if "requests_lost" in loss and (failed or loss["requests_lost"]) else ""
             return (f"condition {c.label()} has {len(ids)} launch(es) with measurements "
-                    f"({ok} ok, {failed} failed); at least 2 are needed")
+                    f"({ok} ok, {failed} failed); at least 2 are needed{why}")
         loss = losses(data[c.index])
-        if loss["lost_share"] > LOSS_LIMIT or loss["censored_share"] > LOSS_LIMIT:
+        if loss["lost_share"] > LOSS_LIMIT or loss.get("requests_lost_share", loss["censored_share"]) > LOSS_LIMIT:
             return (f"{loss_text(c, loss)}: more than {LOSS_LIMIT:.0%} lost, so the survivors may not "
                     f"represent the condition (survivorship); no verdict is drawn from them")
         floor = SPREAD_FLOOR if ruleset.spread_floor else 1e-12 * max(1.0, abs(max(logs)))
@@ -68,7 +71,8 @@ def _need(data: dict[int, ConditionData], cells: list[Condition], exclude: froze
 def _loss_note(data: dict[int, ConditionData], cells: list[Condition]) -> str:
     """What the compared conditions lost, in words, for the reason ('' when nothing was lost)."""
     notes = [loss_text(c, loss) for c in cells
-             if (loss := losses(data[c.index]))["failed"] or loss["without_data"] or loss["censored"]]
+             if (loss := losses(data[c.index]))["failed"] or loss["without_data"] or loss["censored"]
+             or loss.get("unmeasured")]
     return "; ".join(notes)
 
 

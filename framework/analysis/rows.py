@@ -13,9 +13,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from framework.analysis.ruleset import LATEST, RULESETS, RuleSet
 from framework.core import evidence
 from framework.core.design import Condition, conditions
-from framework.core.metrics import is_launch_metric, launch_value
+from framework.core.metrics import RATIO_METRICS, is_launch_metric, launch_value, ratio_parts, unmeasured
 from framework.core.spec import Hypothesis
 
 # Rows that describe the same launch or request may differ only in these bookkeeping fields.
@@ -38,12 +39,27 @@ class ConditionData:
     measured: int = 0  # measured (not warm-up) request rows of launches that started
     censored: int = 0  # of those, the ones that failed (no value of any metric)
     superseded: list[str] = field(default_factory=list)  # interrupted attempts re-run later in the same file
+    rules: RuleSet = field(default_factory=RuleSet)  # the decision rules' switches the later phases read
+    unmeasured: int = 0  # measured requests that were ok but gave no value of the metric (core.metrics.unmeasured)
+    unmeasured_why: dict[str, int] = field(default_factory=dict)  # their reasons, counted
+    ratios: dict[str, list[tuple[float, float]]] | None = None  # per launch, (numerator, denominator) per value
 
     def means(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
-        """Ids and metric means of the ok launches that measured something, apart from `exclude`."""
+        """Ids and metric values of the ok launches that measured something, apart from `exclude`.
+
+        A launch's value is the mean of its requests' values, or under `rules.ratio_rates` for a rate
+        the ratio of their totals (`ratios`).
+        """
         ids = [r["launch_id"] for r in self.launch_rows if r.get("ok") and r["launch_id"] not in exclude
                and self.values.get(r["launch_id"])]
-        return ids, [sum(self.values[i]) / len(self.values[i]) for i in ids]
+        return ids, [self._value(i) for i in ids]
+
+    def _value(self, launch_id: str) -> float:
+        values = self.values[launch_id]
+        parts = (self.ratios or {}).get(launch_id)
+        if parts and len(parts) == len(values):
+            return sum(n for n, _ in parts) / sum(d for _, d in parts)
+        return sum(values) / len(values)
 
     def logs(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
         """`means` on the log scale, which every comparison works on."""
@@ -67,7 +83,7 @@ class GroupedRows:
     empty: dict[int, str]  # conditions that measured nothing, and why (framework.core.evidence)
 
 
-def group_rows(h: Hypothesis, rows: Iterable[dict[str, Any]]) -> GroupedRows:
+def group_rows(h: Hypothesis, rows: Iterable[dict[str, Any]], ruleset: RuleSet | None = None) -> GroupedRows:
     """The rows of a trials file, each launch and request once, grouped by condition and launch.
 
     Raises `TrialsConflict` when two rows claim the same launch or request with different content.
@@ -75,7 +91,7 @@ def group_rows(h: Hypothesis, rows: Iterable[dict[str, Any]]) -> GroupedRows:
     conds = conditions(h)
     rows = list(rows)
     distinct, dropped = distinct_rows(rows)
-    data = collect(h, distinct)
+    data = collect(h, distinct, RULESETS[LATEST] if ruleset is None else ruleset)
     return GroupedRows(conditions=conds, data=data, dropped=dropped, empty=evidence.empty_conditions(conds, rows))
 
 
@@ -127,15 +143,37 @@ def _superseded(launch_rows: list[dict[str, Any]]) -> set[str]:
             and int(r.get("attempt") or 1) < latest[(r.get("condition"), r["replicate"])]}
 
 
-def collect(h: Hypothesis, distinct: list[dict[str, Any]]) -> dict[int, ConditionData]:
+def _ended(launch_rows: list[dict[str, Any]], distinct: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The launch rows with each launch that did not serve its whole workload (its `launch_end` row says
+    `ok: false`: it crashed, cut streams, hung up or stalled) failed, with that row's class and message."""
+    ends = {r.get("launch_id"): r for r in distinct if r.get("kind") == "launch_end" and r.get("ok") is False}
+    out = []
+    for r in launch_rows:
+        end = ends.get(r["launch_id"])
+        if r.get("ok") and end is not None:
+            r = {**r, "ok": False, "failed_while_measured": True, "error": end.get("error") or "failed while measured",
+                 "failure_class": end.get("failure_class"), "failure_line": end.get("failure_line")}
+        out.append(r)
+    return out
+
+
+def collect(h: Hypothesis, distinct: list[dict[str, Any]], rules: RuleSet | None = None) -> dict[int, ConditionData]:
     """Per condition, its launches and values, from rows already made distinct (`distinct_rows`).
 
     A request metric's values are the measured (not warm-up), ok requests' own; a launch metric
-    (framework.core.metrics) has one value per launch, from all of its rows.
+    (framework.core.metrics) has one value per launch, from all of its rows. `rules` (default:
+    version 1's) says whether a launch that failed while measured counts as failed, and whether a
+    rate's launch value is a ratio of totals.
     """
-    data = {c.index: ConditionData(c) for c in conditions(h)}
+    rules = RuleSet() if rules is None else rules
+    data = {c.index: ConditionData(c, rules=rules) for c in conditions(h)}
+    ratio = rules.ratio_rates and h.metric in RATIO_METRICS
+    for d in data.values():
+        d.ratios = defaultdict(list) if ratio else None
     launch_cond: dict[str, int] = {}
     launch_rows = [r for r in distinct if r.get("kind") == "launch" and r.get("condition") in data]
+    if rules.launch_end_fails:
+        launch_rows = _ended(launch_rows, distinct)
     gone = _superseded(launch_rows)
     for r in launch_rows:
         if r["launch_id"] in gone:
@@ -156,9 +194,16 @@ def collect(h: Hypothesis, distinct: list[dict[str, Any]]) -> dict[int, Conditio
             d.censored += 0 if r.get("ok") else 1
         if r.get("warmup") or not r.get("ok"):
             continue
+        why = unmeasured(h.metric, r)
+        if why is not None:
+            d.unmeasured += 1
+            d.unmeasured_why[why] = d.unmeasured_why.get(why, 0) + 1
         v = r.get(h.metric)
         if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
             d.values[lid].append(float(v))
+            parts = ratio_parts(h.metric, r) if d.ratios is not None else None
+            if parts is not None and d.ratios is not None:
+                d.ratios[lid].append(parts)
         e = r.get("e2e_s")
         if isinstance(e, (int, float)) and math.isfinite(e) and e > 0:
             d.e2e.append(float(e))

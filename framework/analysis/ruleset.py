@@ -31,10 +31,17 @@ class RuleSet:
     caveats: bool = False
     # An extension's record accounts for the whole chain of looks and for a switch of analysis.
     chain_extensions: bool = False
+    # what a launch and a condition lost (CHANGELOG.md, rules version 2; docs/statistics.md, "What was lost")
+    launch_end_fails: bool = False  # a launch whose launch_end row says ok: false (it crashed, cut, hung up or
+    #                                 stalled while measured) is a failed launch, as one that did not start
+    unmeasured_lost: bool = False  # an ok measured request without a value of the metric (its decode could not
+    #                                be measured: one chunk, one token) counts toward the loss rule, with why
+    ratio_rates: bool = False  # a launch's decode_tok_s, tpot_s and output_tok_s: the ratio of its requests'
+    #                            totals (tokens / seconds), not the mean of their rates (docs/workloads.md)
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
-       "chain_extensions": True}
+       "chain_extensions": True, "launch_end_fails": True, "unmeasured_lost": True, "ratio_rates": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),

@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any, Iterable
 
 from framework.analysis import nodata
-from framework.analysis.launches import condition_summary, launch_stats, variance_report
+from framework.analysis.launches import condition_summary, launch_stats, losses, variance_report
 from framework.analysis.models import Analysis, ConditionSummary, MetricSummary, PredictionResult, Verdict
 from framework.analysis.predictions import (
     BOOTSTRAP_RESAMPLES,
@@ -115,7 +115,7 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
     if method not in METHODS:
         raise ValueError(f"unknown analysis method {method!r}; allowed: {list(METHODS)}")
     seed = h.design.seed if seed is None else int(seed)
-    grouped = group_rows(h, rows)
+    grouped = group_rows(h, rows, ruleset)
     if ruleset.no_value_is_no_data:
         grouped = replace(grouped, empty={**grouped.empty, **nodata.unmeasured(h, grouped)})
     stats = {c.index: launch_stats(grouped.data[c.index]) for c in grouped.conditions}
@@ -139,6 +139,8 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
         "duplicates_dropped": grouped.dropped,
         "superseded_attempts": sorted(i for d in grouped.data.values() for i in d.superseded),
     }
+    if ruleset.launch_end_fails or ruleset.unmeasured_lost:  # what each condition lost, by index (version 2)
+        details["losses"] = {str(c.index): losses(grouped.data[c.index]) for c in grouped.conditions}
     if grouped.empty:  # a run in which a condition measured nothing claims nothing (framework.core.evidence)
         details["no_data"] = {str(k): v for k, v in sorted(grouped.empty.items())}
     return Analysis(verdict=verdict, predictions=results, conditions=summaries, details=details)

@@ -3,7 +3,8 @@
 Two families (definitions beside SGLang's bench_serving in docs/workloads.md):
 
 - per-request metrics (`ttft_s`, `tpot_s`, `e2e_s`, `decode_tok_s`, `output_tok_s`, `accept_length`,
-  `completion_tokens`): a launch's value is the mean over its measured requests, as before;
+  `completion_tokens`): a launch's value is the mean over its measured requests, or for the rates
+  under rules version 2 the ratio of their totals (`ratio_parts`);
 - launch metrics, computed from all of a launch's rows at once:
   `<request metric>.<stat>` with stat in mean, p50, p90, p99 (e.g. `ttft_s.p99`); `itl_s.<stat>`
   over every gap between token-carrying chunks of the measured requests; `output_throughput`
@@ -24,7 +25,7 @@ from typing import Any, Iterable
 import numpy as np
 
 REQUEST_METRICS: dict[str, str] = {
-    "decode_tok_s": "decode tokens/s per request: (completion_tokens - 1) / (t_last - t_first)",
+    "decode_tok_s": "decode tokens/s per request: tokens after the first chunk / (t_last - t_first)",
     "output_tok_s": "completion tokens per second of end-to-end latency",
     "ttft_s": "time to first token, seconds",
     "tpot_s": "time per output token after the first, seconds",
@@ -77,6 +78,30 @@ def base_metric(name: str) -> str:
 # --------------------------------------------------------------------------- per request
 
 
+def decode(arrivals: list[float], tokens: list[int], completion: int) -> tuple[int | None, float | None, str | None]:
+    """(decode tokens, decode seconds, why unmeasured) of one request, from its token-carrying chunks.
+
+    The decode interval runs from the first chunk carrying tokens to the last; the tokens decoded in
+    it are all but the first chunk's (a chunk carries every token the server sent at once, so a
+    merged or speculative first chunk is not counted as one token). `completion` is the request's
+    total (a server's `usage`), which may exceed the chunks' sum when a server leaves counts out.
+    When there is no interval the reason is one of `framework.core.vocabulary.DecodeUnmeasured`.
+    """
+    timed = [(t, n) for t, n in zip(arrivals, tokens, strict=False) if n > 0]
+    if not timed or completion <= 0:
+        return None, None, "no_tokens"
+    if completion <= 1:
+        return None, None, "one_token"
+    if len(timed) < 2:
+        return None, None, "one_chunk"
+    n, span = completion - timed[0][1], timed[-1][0] - timed[0][0]
+    if n <= 0:
+        return None, None, "one_chunk"
+    if span <= 0:
+        return None, None, "no_time"
+    return n, span, None
+
+
 def chunks(row: dict[str, Any]) -> tuple[list[float], list[int]]:
     """A request's token-carrying chunks: (model seconds since its send, tokens). On the simulator's
     model clock (``clock: sim_model``) its own timestamps, else the client's wall times x time_scale."""
@@ -114,6 +139,60 @@ def meets_slo(row: dict[str, Any], slo: dict[str, float]) -> bool:
         if not isinstance(v, (int, float)) or not math.isfinite(v) or v > bound:
             return False
     return True
+
+
+def decode_parts(row: dict[str, Any]) -> tuple[float, float] | None:
+    """(decode tokens, decode seconds) of an ok request row; rows written before the client kept them
+    (no `decode_tokens`) are read as the old client measured them: completion_tokens - 1 tokens."""
+    tokens, secs = row.get("decode_tokens"), row.get("decode_s")
+    if _positive(tokens) and _positive(secs):
+        return float(tokens), float(secs)
+    rate = row.get("decode_tok_s")
+    if tokens is None and _positive(rate) and int(row.get("completion_tokens") or 0) >= 2:
+        n = float(row["completion_tokens"]) - 1
+        return n, n / float(rate)
+    return None
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+# metric -> (numerator, denominator) of a request row: the launch's value is their totals' ratio (docs/workloads.md)
+RATIO_METRICS = ("decode_tok_s", "tpot_s", "output_tok_s")
+
+
+def ratio_parts(name: str, row: dict[str, Any]) -> tuple[float, float] | None:
+    """The request's share of its launch's ratio estimate of a rate metric (None: not a ratio metric, or unknown).
+
+    decode_tok_s: (decode tokens, decode seconds); tpot_s: the inverse; output_tok_s: (completion
+    tokens, end-to-end seconds). The launch's value sum(numerators) / sum(denominators) weighs each
+    request by its work, so one request that arrived in a burst cannot dominate the launch.
+    """
+    if name in ("decode_tok_s", "tpot_s"):
+        parts = decode_parts(row)
+        if parts is None:
+            return None
+        return parts if name == "decode_tok_s" else (parts[1], parts[0])
+    if name == "output_tok_s" and _positive(row.get("completion_tokens")) and _positive(row.get("e2e_s")):
+        return float(row["completion_tokens"]), float(row["e2e_s"])
+    return None
+
+
+def unmeasured(name: str, row: dict[str, Any]) -> str | None:
+    """Why an ok measured request gives no value of metric `name` (None: it gives one, or the metric is the launch's).
+
+    The reason is the row's `decode_unmeasured` where the client said why, else `no_value`.
+    """
+    base, _, stat = name.partition(".")
+    if name in LAUNCH_METRICS or (stat and base not in REQUEST_METRICS and base != "itl_s"):
+        return None
+    if base == "itl_s":
+        ok = bool(itls(row))
+    else:
+        ok = _positive(row.get(base)) if name in REQUEST_METRICS else (
+            isinstance(row.get(base), (int, float)) and math.isfinite(row[base]))
+    return None if ok else str(row.get("decode_unmeasured") or "no_value")
 
 
 # --------------------------------------------------------------------------- per launch

@@ -74,9 +74,10 @@ class LaunchEndRow(_Row):
     launch_id: str
     condition: int
     levels: dict[str, str]
-    ok: bool = True  # False: it crashed while being measured
+    ok: bool = True  # False: it did not serve its whole workload (crashed, or cut, dropped or stalled streams)
     exit_code: int | None = None
     crashed: bool = False  # exited on its own after it was ready (failure_class crash_after_ready)
+    requests_lost: dict | None = None  # {request error class: n} of the lost requests that fail a launch
     failure_class: str | None = None
     failure_line: str | None = None
     error: str | None = None
@@ -86,7 +87,12 @@ class LaunchEndRow(_Row):
 
 
 class RequestRow(_Row):
-    """One request measured by the client. Failed requests are kept, with the reason."""
+    """One request measured by the client. Failed requests are kept, with the reason.
+
+    Beside these fields a request row carries `decode_tokens` and `decode_s` (the tokens after the
+    first chunk and the time from the first chunk to the last) where decode was measured, and
+    `decode_unmeasured` (framework.core.vocabulary.DecodeUnmeasured) where an ok request's was not.
+    """
 
     kind: Literal["request"] = "request"
     trial_id: str

@@ -21,6 +21,9 @@ FailureClass = Literal[
     "extension_mismatch",  # a compiled extension will not load beside this torch (undefined symbol, missing op)
     "cuda_mismatch",      # kernels not built for this GPU architecture, or a driver too old for the CUDA runtime
     "crash_after_ready",  # the server answered its health route, then died while being measured
+    "stream_cut",         # it stayed up but cut streams before their requests finished
+    "hung_up",            # it stayed up but dropped or refused connections while being measured
+    "stalled",            # it stayed up but streams stopped sending (no data for request_timeout_s)
     "ready_timeout",      # the server neither became ready nor exited in time
     "killed",             # ended by a signal with no telling log line
     "exited",             # exited during start-up; nothing in the log matched a known class
@@ -31,6 +34,18 @@ FAILURE_CLASSES: tuple[str, ...] = get_args(FailureClass)
 RequestErrorClass = Literal["http_error", "timeout", "stream_cut", "malformed_stream", "connection", "cancelled",
                             "context_length"]
 REQUEST_ERROR_CLASSES: tuple[str, ...] = get_args(RequestErrorClass)
+
+# Why an ok request has no decode figure (the request row's `decode_unmeasured`); its words for reasons
+DecodeUnmeasured = Literal["no_tokens", "one_token", "one_chunk", "no_time"]
+DECODE_UNMEASURED: dict[str, str] = {
+    "no_tokens": "no token arrived",
+    "one_token": "a single output token, nothing to decode",
+    "one_chunk": "every token arrived in one chunk (merged by the server), so decode has no duration",
+    "no_time": "the chunks after the first arrived at the same instant (no per-token timing)",
+    "no_value": "the metric has no value on the row",
+}
+# Request errors that mean the server did not serve its workload: the launch fails (its class)
+LAUNCH_LOST_REQUEST: dict[str, str] = {"stream_cut": "stream_cut", "connection": "hung_up", "timeout": "stalled"}
 
 AnalysisMethod = Literal["welch", "rank", "bootstrap", "anytime"]
 ANALYSIS_METHODS: tuple[str, ...] = get_args(AnalysisMethod)

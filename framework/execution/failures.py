@@ -111,7 +111,7 @@ def match_line(lines: Sequence[str], patterns: Patterns = ()) -> tuple[str, str]
     return None
 
 
-def _last_errorish(lines: Sequence[str]) -> str | None:
+def _last_errorish(lines: Sequence[str], fallback: bool = True) -> str | None:
     kept = strip_help(lines)
     for summaries in (False, True):  # a line that only restates the failure yields to the cause above it
         for line in reversed(kept):
@@ -119,7 +119,7 @@ def _last_errorish(lines: Sequence[str]) -> str | None:
             if text and _ERRORISH.search(text) and not text.startswith('File "') and (
                     summaries or not SUMMARY_LINES.search(text)):
                 return text
-    return next((ln.strip() for ln in reversed(lines) if ln.strip()), None)
+    return next((ln.strip() for ln in reversed(lines) if ln.strip()), None) if fallback else None
 
 
 def classify(
@@ -142,8 +142,10 @@ def classify(
     evidence = found[1] if found else (_last_errorish(log_lines) or "no log output")
     if timed_out:
         return Failure("ready_timeout", evidence, None, summary)
-    if after_ready:
-        return Failure("crash_after_ready", evidence, exit_code, summary)
+    if after_ready:  # a signal with no telling line shows as the signal, not as the last (INFO) line of the log
+        telling = found is not None or _last_errorish(log_lines, fallback=False) is not None
+        line = evidence if telling or exit_code is None or exit_code >= 0 else _signal_line(exit_code)
+        return Failure("crash_after_ready", line, exit_code, summary)
     if found:
         return Failure(found[0], found[1], exit_code, summary)  # type: ignore[arg-type]
     if exit_code == 2:
@@ -151,10 +153,15 @@ def classify(
         if argparse_line:
             return Failure("bad_flag", argparse_line, exit_code, summary)
     if exit_code is not None and exit_code < 0:
-        try:
-            name = signal.Signals(-exit_code).name
-        except ValueError:
-            name = f"signal {-exit_code}"
-        hint = "; the kernel's out-of-memory killer sends SIGKILL" if -exit_code == signal.SIGKILL else ""
-        return Failure("killed", f"ended by {name}{hint}", exit_code, summary)
+        return Failure("killed", _signal_line(exit_code), exit_code, summary)
     return Failure("exited", evidence, exit_code, summary)
+
+
+def _signal_line(exit_code: int) -> str:
+    """A negative exit code as the signal that ended the process."""
+    try:
+        name = signal.Signals(-exit_code).name
+    except ValueError:
+        name = f"signal {-exit_code}"
+    hint = "; the kernel's out-of-memory killer sends SIGKILL" if -exit_code == signal.SIGKILL else ""
+    return f"ended by {name}{hint}"

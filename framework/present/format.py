@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from framework.core.vocabulary import DECODE_UNMEASURED
+
 MISSING = "-"
 
 
@@ -69,3 +71,19 @@ def prediction_line(p: dict[str, Any]) -> str:
     if p.get("adjusted_verdict") != p.get("verdict"):
         s += f" -> {p['adjusted_verdict']} (adjusted)"
     return s
+
+
+def requests_lost(loss: dict[str, Any] | None) -> str | None:
+    """A condition's lost requests in words, or None when nothing was lost or the record does not say.
+
+    `loss` is a record condition's `losses` (framework.analysis.launches.losses; rules version 1 counts
+    no unmeasured requests): '9 of 32 measured requests (28%): 9 not measured (one_chunk: every token ...)'.
+    """
+    if not loss or not loss.get("requests_lost"):
+        return None
+    parts = [f"{n} not measured ({why}: {DECODE_UNMEASURED.get(why, why)})"
+             for why, n in (loss.get("unmeasured_why") or {}).items()]
+    if loss.get("censored"):
+        parts.append(f"{loss['censored']} failed (censored)")
+    share = loss.get("requests_lost_share") or 0.0
+    return f"{loss['requests_lost']} of {loss['requests']} measured requests ({share:.0%}): " + ", ".join(parts)

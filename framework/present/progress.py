@@ -107,6 +107,10 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
         for failure in c.get("failures") or []:  # "<class>: <the log line that shows it>"
             console.print(escape(f"  {', '.join(f'{k}={v}' for k, v in c['levels'].items())} failed: {failure}"),
                           highlight=False)
+        lost = fmt.requests_lost(c.get("losses"))
+        if lost:
+            console.print(escape(f"  {', '.join(f'{k}={v}' for k, v in c['levels'].items())} lost {lost}"),
+                          highlight=False)
     ext = (record.get("analysis") or {}).get("extension")
     mark = "" if not ext else (" — extended run (anytime-valid)" if ext.get("registered")
                                else " — [bold yellow]UNREGISTERED EXTENSION[/bold yellow]")

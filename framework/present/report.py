@@ -396,6 +396,8 @@ def record_blocks(record: dict[str, Any], rows: list[dict[str, Any]] | None, pre
          " ".join(c.get("server_args") or [])]
         for c in record.get("conditions") or []]))
     failures = [(c, f) for c in record.get("conditions") or [] for f in c.get("failures") or []]
+    failures += [(c, f"lost {lost}") for c in record.get("conditions") or []
+                 if (lost := fmt.requests_lost(c.get("losses")))]
     if failures:
         blocks.append(Pre("\n".join(f"{fmt.levels(c.get('levels') or {})}: {f}" for c, f in failures)))
     ext = (record.get("analysis") or {}).get("extension")
@@ -611,12 +613,13 @@ def summary_markdown(record: dict[str, Any]) -> str:
         pv = f"{p['p_value']:.2g}" if p.get("p_value") is not None else "-"
         verdict = " — ".join([p["verdict"], *(p.get("marks") or [])])
         lines.append(f"| {p['id']} | {p['kind']} | {est} | {ci} | {pv} | {verdict} | {p['reason']} |")
-    lines += ["", "| condition | launches ok/failed | mean |", "|---|---|---|"]
+    lines += ["", "| condition | launches ok/failed | mean | requests lost |", "|---|---|---|---|"]
     for c in record["conditions"]:
         levels = ", ".join(f"{k}={v}" for k, v in c["levels"].items())
         mean = c["metric"].get("mean")
         mean_s = f"{mean:.4g} {c['metric'].get('name', '')}" if mean is not None else "-"
-        lines.append(f"| {levels} | {c['launches']['ok']}/{c['launches']['failed']} | {mean_s} |")
+        lost = fmt.requests_lost(c.get("losses")) or "-"
+        lines.append(f"| {levels} | {c['launches']['ok']}/{c['launches']['failed']} | {mean_s} | {lost} |")
     stopping = record.get("analysis", {}).get("stopping", {})
     if stopping:
         lines += ["", f"stopping: {stopping.get('reason')}"]

@@ -79,6 +79,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
                 metric=c.metric.model_dump(),
                 failures=sorted({*c.failures, *crashes.get(c.index, set())}),
                 outlier_launches=c.outlier_launches,
+                losses=(analysis.details.get("losses") or {}).get(str(c.index)),
             )
             for c in analysis.conditions
         ],

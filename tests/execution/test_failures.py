@@ -83,6 +83,16 @@ def test_timeouts_and_crashes_after_ready_are_their_own_classes():
     assert oom.cls == "crash_after_ready" and "out of memory" in oom.line
 
 
+def test_a_server_killed_after_ready_shows_the_signal_not_its_last_info_line():
+    log = ["INFO:     Uvicorn running on http://127.0.0.1:8000", "INFO:     127.0.0.1 - \"POST /v1/completions\" 200"]
+    crash = classify(-9, log, after_ready=True, summary="server exited with code -9 while being measured")
+    assert crash.cls == "crash_after_ready" and crash.line.startswith("ended by SIGKILL"), crash
+    assert "SIGKILL" in crash.message() and "INFO" not in crash.message()
+    # a telling line still wins over the signal
+    told = classify(-6, [*log, "RuntimeError: CUDA error: an illegal memory access was encountered"], after_ready=True)
+    assert told.line.startswith("RuntimeError: CUDA error")
+
+
 def test_help_text_after_an_error_never_matches():
     # llama-cpp-python prints its whole --help after a settings error; option texts mention memory and models
     lines = ["1 validation error for Settings", "n_ctx", "  Input should be greater than or equal to 0",

@@ -2,7 +2,8 @@
 
 Old trial files and the audit's recomputation read these rows, so their keys, key order and values
 are pinned here. The expected rows below are what the dict-building client (framework/execution/
-client.py at bff8e99) returned for the same streams under the same fixed clock.
+client.py at bff8e99) returned for the same streams under the same fixed clock, plus the decode's
+parts (`decode_tokens`, `decode_s`) the client writes since rules version 2 where decode was measured.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ MEASURED_KEYS = ["ok", "error", "error_class", "endpoint", "prompt_tokens", "tok
                  "decode_tok_s", "output_tok_s", "accept_length", "clock"]
 MODEL_CLOCK_KEYS = ["chunk_model_times_s", "chunk_model_tokens", "wall_ttft_s", "wall_tpot_s", "wall_e2e_s",
                     "wall_decode_tok_s", "wall_output_tok_s", "sim_mean_batch", "sim_arrival_model_s"]
+DECODE_KEYS = ["decode_tokens", "decode_s"]
 SENT_AT = "2026-01-02T03:04:05+00:00"
 NO_SIM_LAGS = {"sim_max_lag_s": None, "sim_first_lag_s": None, "sim_last_lag_s": None}
 
@@ -113,9 +115,9 @@ def test_a_success_gives_the_old_row(measure):
         "token_count_source": "meta_info", "chunk_times_s": [0.25, 0.5, 0.75], "chunk_tokens": [1, 2, 1],
         "time_scale": 2.0, "sent_at": SENT_AT, "start_s": 0.5, "server_request_id": "r1", **NO_SIM_LAGS,
         "completion_tokens": 4, "e2e_s": 2.5, "ttft_s": 0.5, "tpot_s": 0.3333333333333333, "decode_tok_s": 3.0,
-        "output_tok_s": 1.6, "accept_length": None, "clock": "wall",
+        "output_tok_s": 1.6, "accept_length": None, "clock": "wall", "decode_tokens": 3, "decode_s": 1.0,
     })
-    assert list(row) == MEASURED_KEYS
+    assert list(row) == MEASURED_KEYS + DECODE_KEYS
 
 
 def test_an_http_error_gives_the_old_row(measure):
@@ -137,7 +139,7 @@ def test_a_stream_that_ends_unfinished_gives_the_old_row(measure):
         "chunk_times_s": [0.25, 0.5], "chunk_tokens": [1, 1], "time_scale": 2.0, "sent_at": SENT_AT,
         "start_s": 0.5, "server_request_id": "r1", **NO_SIM_LAGS, "completion_tokens": 2, "e2e_s": 1.5,
         "ttft_s": 0.5, "tpot_s": 0.5, "decode_tok_s": 2.0, "output_tok_s": 1.3333333333333333,
-        "accept_length": None, "clock": "wall",
+        "accept_length": None, "clock": "wall", "decode_tokens": 1, "decode_s": 0.5,
     })
 
 
@@ -166,9 +168,9 @@ def test_a_success_on_the_sims_model_clock_gives_the_old_row(measure):
         "tpot_s": 0.25, "decode_tok_s": 4.0, "output_tok_s": 3.0, "accept_length": None, "clock": "sim_model",
         "chunk_model_times_s": [0.5, 0.75, 1.0], "chunk_model_tokens": [1, 1, 1], "wall_ttft_s": 0.5,
         "wall_tpot_s": 0.5, "wall_e2e_s": 2.0, "wall_decode_tok_s": 2.0, "wall_output_tok_s": 1.5,
-        "sim_mean_batch": 3, "sim_arrival_model_s": 12.5,
+        "decode_tokens": 2, "decode_s": 0.5, "sim_mean_batch": 3, "sim_arrival_model_s": 12.5,
     })
-    assert list(row) == MEASURED_KEYS + MODEL_CLOCK_KEYS
+    assert list(row) == MEASURED_KEYS + MODEL_CLOCK_KEYS[:-2] + DECODE_KEYS + MODEL_CLOCK_KEYS[-2:]
 
 
 def test_ok_follows_the_error(measure):

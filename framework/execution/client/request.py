@@ -41,7 +41,8 @@ def request_body(endpoint: Endpoint, prompt: list[int] | str, output_tokens: int
             "max_new_tokens": output_tokens, "temperature": workload.temperature, "ignore_eos": workload.ignore_eos}}
     body: dict[str, Any] = {
         "max_tokens": output_tokens, "temperature": workload.temperature, "ignore_eos": workload.ignore_eos,
-        "stream": True, "stream_options": {"include_usage": True},
+        # per-chunk usage (vLLM, SGLang): each chunk's token count, so a merged chunk counts every token it carries
+        "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }
     if model:
         body["model"] = model
@@ -149,6 +150,9 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
     if parser.usage and parser.usage.get("completion_tokens") is not None:
         completion, source = int(parser.usage["completion_tokens"]), "usage"
     prompt_tokens = meta.get("prompt_tokens") or (parser.usage or {}).get("prompt_tokens")
+    figures = clock_figures(times, tokens, e2e, time_scale, meta, completion, parser)
+    if error is not None:  # a failed request is lost as a whole: its error says why, not a decode reason
+        figures["decode_unmeasured"] = None
     return RequestResult(
         error=error,
         error_class=error_class,
@@ -165,5 +169,5 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
         sim_max_lag_s=meta.get("sim_max_lag_s"),
         sim_first_lag_s=meta.get("sim_first_lag_s"),
         sim_last_lag_s=meta.get("sim_last_lag_s"),
-        **clock_figures(times, tokens, e2e, time_scale, meta, completion, parser),
+        **figures,
     )

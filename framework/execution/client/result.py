@@ -8,6 +8,8 @@ arrival time and token count, so the figures can be recomputed from the record (
 `to_row()` is the one conversion to the dict written to trials.jsonl. Its keys, their order and
 their values are those the client has always written (tests/execution/test_request_result.py pins
 them): a key that only some requests carry is left out, not written as null, exactly as before.
+`decode_tokens` and `decode_s` (what the launch's ratio estimate of decode sums) are written where
+decode was measured, `decode_unmeasured` (why not) where it was not.
 A frozen dataclass rather than a pydantic model for that reason too: nothing is coerced (an int a
 server sends stays an int), so the row's bytes cannot change.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from framework.core.vocabulary import DecodeUnmeasured
 from framework.core.workload import Endpoint
 
 ErrorClass = Literal["http_error", "timeout", "stream_cut", "malformed_stream", "connection", "cancelled",
@@ -66,6 +69,9 @@ class RequestResult:
     wall_e2e_s: float | None = _only(_MODEL_CLOCK)
     wall_decode_tok_s: float | None = _only(_MODEL_CLOCK)
     wall_output_tok_s: float | None = _only(_MODEL_CLOCK)
+    decode_tokens: int | None = _only(_IF_SET)  # tokens after the first chunk (core.metrics.decode), same clock
+    decode_s: float | None = _only(_IF_SET)  # first to last token-carrying chunk, same clock
+    decode_unmeasured: DecodeUnmeasured | None = _only(_IF_SET)  # why there is no decode figure (an ok request's)
     sim_mean_batch: float | None = _only(_IF_SET)
     sim_arrival_model_s: float | None = _only(_IF_SET)
     # --- the plan's side (the load loop)

@@ -2,9 +2,16 @@
 
 - `generate` (SGLang's native `POST /generate`): token counts from the cumulative
   `meta_info.completion_tokens` of every event;
-- `completions` / `chat` (OpenAI, `stream: true` with `stream_options.include_usage`): every chunk
-  with non-empty content is a token arrival (the first one is the TTFT), the total comes from the
-  final `usage` (else the number of content chunks, and the row says so).
+- `completions` / `chat` (OpenAI, `stream: true` with `stream_options` `include_usage` and
+  `continuous_usage_stats`): a chunk's tokens are the growth of its cumulative `usage.completion_tokens`
+  (vLLM and SGLang send it on every chunk when asked), so a chunk carrying several tokens counts them
+  all; a server that sends no per-chunk usage gets one token per content chunk, and the total comes
+  from the final `usage` (else the number of content chunks, and the row says so).
+
+A request's decode is measured from those per-chunk counts (framework.core.metrics.decode): the
+tokens after the first chunk over the time from the first chunk to the last. When there is no such
+interval (every token in one chunk, one token, no time between chunks) the request keeps its other
+figures and says why (`decode_unmeasured`); the analysis counts it as lost for a decode metric.
 
 Every chunk's arrival time and token count is kept, so the derived figures can be recomputed from
 the raw data (framework.core.metrics). Durations are multiplied by `time_scale` (the simulator's
@@ -16,6 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from framework.core.metrics import decode
 from framework.core.workload import Endpoint
 
 
@@ -67,8 +75,9 @@ class StreamParser:
                 self.finished = True
             self._stamp(meta.get("sim_model_t"), new)
             return new
-        if payload.get("usage"):
-            self.usage = payload["usage"]
+        usage = payload.get("usage")
+        if usage:
+            self.usage = usage
         for key in ("sim_mean_batch", "sim_arrival_model_s"):  # the sim's extra keys on OpenAI chunks
             if key in payload:
                 self.meta[key] = payload[key]
@@ -79,10 +88,14 @@ class StreamParser:
         text = (choice.get("delta") or {}).get("content") if self.endpoint == "chat" else choice.get("text")
         if choice.get("finish_reason"):
             self.finished = True
-        if text:
-            self._stamp(payload.get("sim_model_t"), 1)
-            return 1
-        return 0
+        cumulative = (usage or {}).get("completion_tokens")
+        if isinstance(cumulative, int) and not isinstance(cumulative, bool):  # continuous usage: the chunk's growth
+            new = max(0, cumulative - self.seen)
+        else:
+            new = 1 if text else 0
+        self.seen += new
+        self._stamp(payload.get("sim_model_t"), new)
+        return new
 
 
 def token_times(times: list[float], tokens: list[int]) -> list[float]:
@@ -98,20 +111,20 @@ def summarize_stream(times: list[float], tokens: list[int], e2e: float, time_sca
     """
     completion = int(sum(tokens)) if completion is None else int(completion)
     arrivals = token_times(times, tokens)
+    n, span, why = decode(times, tokens, completion)
+    span = None if span is None else span * time_scale
     out: dict[str, Any] = {
         "completion_tokens": completion,
         "e2e_s": e2e * time_scale,
         "ttft_s": arrivals[0] * time_scale if arrivals else None,
-        "tpot_s": None,
-        "decode_tok_s": None,
+        "tpot_s": span / n if n and span else None,
+        "decode_tok_s": n / span if n and span else None,
         "output_tok_s": completion / (e2e * time_scale) if e2e > 0 else None,
         "accept_length": None,
+        "decode_tokens": n,
+        "decode_s": span,
+        "decode_unmeasured": why,
     }
-    if len(arrivals) >= 2 and completion >= 2:
-        span = (arrivals[-1] - arrivals[0]) * time_scale
-        if span > 0:
-            out["tpot_s"] = span / (completion - 1)
-            out["decode_tok_s"] = (completion - 1) / span
     if meta.get("spec_accept_length") is not None:
         out["accept_length"] = float(meta["spec_accept_length"])
     elif meta.get("spec_verify_ct"):
@@ -134,6 +147,8 @@ def clock_figures(times: list[float], tokens: list[int], e2e: float, time_scale:
     events = parser.model_events
     if not events or not parser.finished:
         return {**wall, "clock": "wall"}
+    for key in ("decode_tokens", "decode_s", "decode_unmeasured"):  # the model clock's, below
+        wall.pop(key)
     m_times, m_tokens = [t for t, _ in events], [n for _, n in events]
     out = summarize_stream(m_times, m_tokens, m_times[-1], 1.0, meta, completion)
     out.update(clock="sim_model", chunk_model_times_s=[round(t, 7) for t in m_times], chunk_model_tokens=m_tokens)

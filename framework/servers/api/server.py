@@ -71,6 +71,7 @@ class GenerateReqInput(_Loose):
 
 class StreamOptions(_Loose):
     include_usage: bool = False
+    continuous_usage_stats: bool = False  # SGLang and vLLM: usage on every chunk (its count so far)
 
 
 class _OpenAIRequest(_Loose):
@@ -718,13 +719,17 @@ async def _openai(state: ServerState, request: Request, obj: CompletionRequest |
 
     if obj.stream:
         include_usage = bool(obj.stream_options and obj.stream_options.include_usage)
+        continuous = include_usage and bool(obj.stream_options and obj.stream_options.continuous_usage_stats)
         kind = "chat.completion.chunk" if chat else "text_completion"
 
         is_sim = state.backend_info.get("backend") == "sim"
 
-        def event(choice: dict[str, Any], chunk: Chunk | None = None) -> bytes:
+        def event(choice: dict[str, Any], chunk: Chunk | None = None, tokens: int | None = None) -> bytes:
             body = {"id": rid, "object": kind, "created": created, "model": state.model_name,
                     "choices": [choice], "usage": None}
+            if continuous and chunk is not None:  # the count so far, as SGLang's continuous_usage_stats
+                n = chunk.completion_tokens if tokens is None else tokens
+                body["usage"] = {"prompt_tokens": n_prompt, "completion_tokens": n, "total_tokens": n_prompt + n}
             if is_sim and chunk is not None:  # the sim's model clock, as in /generate's meta_info (extra keys)
                 body.update(sim_model_t=round(chunk.e2e_latency, 9), sim_mean_batch=round(chunk.mean_batch, 4),
                             sim_arrival_model_s=round(getattr(req, "arrival_model", 0.0), 9))
@@ -737,7 +742,7 @@ async def _openai(state: ServerState, request: Request, obj: CompletionRequest |
                 for chunk in batch:
                     if chat and last is None:  # SGLang sends the role with the first output, after prefill
                         data += event({"index": 0, "delta": {"role": "assistant", "content": ""},
-                                       "logprobs": None, "finish_reason": None}, chunk)
+                                       "logprobs": None, "finish_reason": None}, chunk, tokens=0)
                     last = chunk
                     grew = chunk.text.startswith(sent)
                     delta, sent = (chunk.text[len(sent):], chunk.text) if grew else ("", sent)

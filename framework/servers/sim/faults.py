@@ -15,6 +15,9 @@ Faults (all off by default):
 - ``hang_mid_stream`` K: a stream sends K events, then nothing (the connection stays open);
 - ``cut_stream`` K: a stream sends K events, then the connection is dropped without an end;
 - ``malformed_sse`` K: event K of a stream is not JSON;
+- ``merge_chunks``: a stream's events are held back and sent at its end as one event carrying every
+  token (as a real server whose engine outran its HTTP layer sends them: vLLM merges its outputs
+  into one delta), so the client sees the whole answer in a single chunk;
 - ``http_500``: generation requests are answered ``500`` with SGLang's error envelope;
 - ``health_lies``: ``/health`` answers 200 from the start although the engine never becomes
   ready (every generation request is refused with 503).
@@ -60,6 +63,7 @@ class FaultPlan(BaseModel):
     hang_mid_stream: int | None = Field(None, ge=0)
     cut_stream: int | None = Field(None, ge=0)
     malformed_sse: int | None = Field(None, ge=0)
+    merge_chunks: bool = False
     http_500: bool = False
     health_lies: bool = False
     rate: float = Field(1.0, ge=0, le=1)
@@ -81,6 +85,8 @@ FLAGS: dict[str, dict[str, Any]] = {
     "hang_mid_stream": {"type": int, "metavar": "K", "help": "streams stall after K events"},
     "cut_stream": {"type": int, "metavar": "K", "help": "streams are dropped after K events"},
     "malformed_sse": {"type": int, "metavar": "K", "help": "event K of a stream is not JSON"},
+    "merge_chunks": {"action": "store_const", "const": True,
+                     "help": "send each stream as one event at its end (every token in one chunk)"},
     "http_500": {"action": "store_const", "const": True, "help": "answer generation requests with HTTP 500"},
     "health_lies": {"action": "store_const", "const": True,
                     "help": "/health answers 200 although the engine never becomes ready"},
@@ -206,10 +212,20 @@ class _FaultMiddleware:
         await self.app(scope, receive, self._stream_faults(send))
 
     def _stream_faults(self, send: Send) -> Send:
-        plan, events = self.plan, 0
+        plan, events, sse = self.plan, 0, False
+        held: list[bytes] = []
 
         async def faulty(message: dict[str, Any]) -> None:
-            nonlocal events
+            nonlocal events, sse
+            if message["type"] == "http.response.start":
+                sse = any(k.lower() == b"content-type" and b"event-stream" in v for k, v in message.get("headers", []))
+            if plan.merge_chunks and sse and message["type"] == "http.response.body":
+                held.append(message.get("body") or b"")
+                if message.get("more_body", False):
+                    return
+                log.warning(f"{MARK}: stream merged into one chunk")
+                await send({"type": "http.response.body", "body": merge_events(b"".join(held)), "more_body": False})
+                return
             if message["type"] != "http.response.body" or not message.get("body"):
                 await send(message)
                 return
@@ -226,3 +242,44 @@ class _FaultMiddleware:
             await send(message)
 
         return faulty
+
+
+def merge_events(data: bytes) -> bytes:
+    """A stream's server-sent events as one event carrying all of their tokens, then the rest (usage, [DONE]).
+
+    `/generate` events are cumulative, so the last one stands for all (its `output_ids` joined when
+    they came incrementally); an OpenAI stream's text deltas are joined into its last content chunk,
+    which keeps that chunk's `usage` (the count so far) and the simulator's timestamp.
+    """
+    payloads: list[dict[str, Any]] = []
+    rest: list[bytes] = []
+    for event in data.split(b"\n\n"):
+        text = event.strip().removeprefix(b"data:").strip()
+        if not text:
+            continue
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and ("meta_info" in body or body.get("choices")):
+            payloads.append(body)
+        else:
+            rest.append(text)
+    if not payloads:
+        return data
+    merged = dict(payloads[-1])
+    if "meta_info" in merged:
+        ids = [i for p in payloads for i in p.get("output_ids") or []]
+        if len(merged.get("output_ids") or []) != merged["meta_info"].get("completion_tokens"):
+            merged["output_ids"] = ids
+    else:
+        choice = dict(merged["choices"][0])
+        if "delta" in choice:
+            role = next((p["choices"][0]["delta"].get("role") for p in payloads
+                         if p["choices"][0].get("delta", {}).get("role")), None)
+            content = "".join(p["choices"][0]["delta"].get("content") or "" for p in payloads)
+            choice["delta"] = {**({"role": role} if role else {}), "content": content}
+        else:
+            choice["text"] = "".join(p["choices"][0].get("text") or "" for p in payloads)
+        merged["choices"] = [choice]
+    return b"".join(b"data: " + e + b"\n\n" for e in [json.dumps(merged).encode(), *rest])

@@ -3,6 +3,8 @@ exercised end to end in tests/e2e/test_fault_injection.py)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from framework.servers.sim.args import parse_server_args
@@ -40,3 +42,40 @@ def test_unknown_setting_in_a_plan_file_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         parse_server_args(["--model-path", "m", "--sim-fault-plan", str(plan)])
     assert "crash_sometimes" in capsys.readouterr().err
+
+
+def _events(data: bytes) -> list:
+    out = []
+    for e in data.split(b"\n\n"):
+        text = e.strip().removeprefix(b"data:").strip()
+        if text:
+            out.append(text.decode() if text == b"[DONE]" else json.loads(text))
+    return out
+
+
+def test_merge_chunks_sends_one_openai_chunk_with_every_token_and_the_usage_after_it():
+    from framework.servers.sim.faults import merge_events
+
+    chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}], "usage": None}]
+    chunks += [{"choices": [{"index": 0, "delta": {"content": c}, "finish_reason": "length" if i == 2 else None}],
+                "usage": {"completion_tokens": i + 1}, "sim_model_t": 0.1 * (i + 1)} for i, c in enumerate("abc")]
+    chunks.append({"choices": [], "usage": {"completion_tokens": 3}})
+    data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+    merged, usage, done = _events(merge_events(data))
+    assert merged["choices"][0]["delta"] == {"role": "assistant", "content": "abc"}
+    assert merged["choices"][0]["finish_reason"] == "length" and merged["usage"] == {"completion_tokens": 3}
+    assert merged["sim_model_t"] == pytest.approx(0.3) and usage["choices"] == [] and done == "[DONE]"
+
+
+def test_merge_chunks_keeps_the_last_generate_event_and_joins_incremental_ids():
+    from framework.servers.sim.faults import merge_events
+
+    cumulative = [{"text": "ab"[: i + 1], "output_ids": list(range(i + 1)), "meta_info": {"completion_tokens": i + 1}}
+                  for i in range(2)]
+    incremental = [{"text": "x", "output_ids": [i], "meta_info": {"completion_tokens": i + 1}} for i in range(2)]
+    for events in (cumulative, incremental):
+        data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+        merged, done = _events(merge_events(data))
+        assert merged["output_ids"] == [0, 1] and merged["meta_info"]["completion_tokens"] == 2 and done == "[DONE]"
+    plan = parse_server_args(["--model-path", "m", "--sim-fault-merge-chunks"]).sim_faults
+    assert plan == FaultPlan(merge_chunks=True)

@@ -116,6 +116,10 @@ def test_openai_client(sim_factory):
     cstream = list(client.completions.create(model="m", prompt="hello there", max_tokens=8, stream=True))
     assert "".join(p.choices[0].text for p in cstream) == c.choices[0].text
     assert cstream[-1].choices[0].finish_reason == "length"
+    usage = [p.usage.completion_tokens for p in client.completions.create(
+        model="m", prompt="hello there", max_tokens=8, stream=True,
+        stream_options={"include_usage": True, "continuous_usage_stats": True})]  # SGLang's: the count so far
+    assert usage == list(range(1, 9)) + [8]
 
 
 def test_api_key(sim_factory):
