@@ -203,15 +203,27 @@ async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
     if measured_left == 0:
         window_over.set()
 
+    reserved = 0  # requests left in the plan that a stream has announced it takes next
+
     async def stream() -> None:
         nonlocal measured_left
         nonlocal taken
-        for req in pending:
+        nonlocal reserved
+        mine = False
+        while True:
+            if mine:  # this stream announced its next request: it takes one of the reserved
+                reserved -= 1
+            elif taken + reserved >= len(plan.requests):  # every request left is another stream's
+                return
+            req = next(pending)
             if req.phase == "cooldown" and window_over.is_set():
                 return
             taken += 1
-            # another request follows this stream's the moment it ends while the plan has any left
-            await one(session, req, more=taken < len(plan.requests))
+            # another request follows this stream's the moment it ends while the plan has one no other stream
+            # has announced (an announced successor that never came would hold the sim's clock)
+            mine = taken + reserved < len(plan.requests)
+            reserved += mine
+            await one(session, req, more=mine)
             task = asyncio.current_task()
             if task is not None and task.cancelling():  # cancelled (the request recorded it): no next request
                 return
