@@ -14,10 +14,14 @@ the relative bias against that model clock, median and p99 over requests, three 
   speed-up), from the engine's own mean batch and the model's step times; this is the number a run
   warns with and marks verdicts unreliable by.
 
-At concurrency 1 the reported figures are also checked against ``expected_metrics`` (the pure
-model's analytic schedule). Then the speed-up is swept to show where each bias crosses 1%.
+The reported figures are also checked against ``expected_metrics`` (the planning model: the
+engine's schedule replayed without a clock, servers/sim/served.py), at every concurrency. Then each
+concurrency, closed loop and an open loop capped at it, runs again at speed-up 1 with the same seed
+(virtual time: the figures must be the same at any speed-up; servers/sim/arrivals.py), and the
+speed-up is swept to show where each bias crosses 1%.
 
     python benchmarks/client_fidelity.py [--speedup 20] [--concurrency 1 8 32 64] [--sweep 1 2 5 10 20 40]
+                                         [--no-vs1]
     python benchmarks/client_fidelity.py --load     # the client under load (benchmarks/client_load.py)
 """
 
@@ -57,17 +61,26 @@ def client_itl(times: list[float], tokens: list[int]) -> list[float]:
     return [(b[0] - a[0]) / b[1] for a, b in zip(pairs, pairs[1:])]
 
 
-def run(concurrency: int, speedup: float, requests_n: int, workdir: Path) -> dict[str, Any]:
+def run(concurrency: int, speedup: float, requests_n: int, workdir: Path, open_loop: bool = False) -> dict[str, Any]:
     port = free_port()
     truth = workdir / f"truth-{port}.jsonl"
     argv = [sys.executable, "-m", "framework.servers.sim", "--model-path", "m", "--port", str(port), *FLAGS,
             "--sim-speedup", str(speedup), "--sim-noise-scale", "0", "--sim-ground-truth", str(truth),
             "--random-seed", "1", "--sim-startup-s", "0"]
     rows: list[dict] = []
-    workload = Workload(prompt_tokens=128, output_tokens=256, concurrency=concurrency)
+    by_index: dict[int, tuple] = {}
+    workload = (Workload(prompt_tokens=128, output_tokens=256, request_rate=4.0 * concurrency,
+                         max_concurrency=concurrency) if open_loop
+                else Workload(prompt_tokens=128, output_tokens=256, concurrency=concurrency))
+
+    def keep(i: int, unanalysed: bool, row: dict) -> None:
+        if not unanalysed:
+            rows.append(row)
+            by_index[i] = tuple(row.get(m) for m in (*METRICS[:2], *METRICS[3:], "model_start_s"))
+
     with ServerProcess(ServerSpec(argv, "127.0.0.1", port, workdir / f"sim-{port}.log", ready_timeout_s=60)) as srv:
         run_workload(srv.spec.base_url, workload, requests_n=requests_n, warmup=concurrency, seed=7,
-                     time_scale=speedup, on_row=lambda i, w, row: None if w else rows.append(row))
+                     time_scale=speedup, on_row=keep)
     chunks: dict[str, list[dict]] = {}
     for line in truth.read_text().splitlines():
         c = json.loads(line)
@@ -96,13 +109,22 @@ def run(concurrency: int, speedup: float, requests_n: int, workdir: Path) -> dic
     batch_bias = (model.batch_bias(load_profile(PROFILE), args, concurrency, statistics.median(batches))
                   if batches and concurrency > 1 else 0.0)
     expected = None
-    if concurrency == 1:
-        e = model.expected_metrics(PROFILE, FLAGS + ["--sim-noise-scale", "0"], 128, 256)
-        expected = {"ttft_s": statistics.median(r["ttft_s"] / e["ttft_s"] - 1 for r in rows if r["ok"]),
-                    "e2e_s": statistics.median(r["e2e_s"] / e["e2e_s"] - 1 for r in rows if r["ok"]),
-                    "decode_tok_s": statistics.median(r["decode_tok_s"] / e["decode_tok_s"] - 1 for r in rows if r["ok"])}
-    return {"errs": errs, "batch_bias": batch_bias, "n": len(batches),
+    ok = [r for r in rows if r["ok"]]
+    if not open_loop and ok:  # the planning model's means against the launch's (noise off: equal)
+        e = model.expected_metrics(PROFILE, FLAGS + ["--sim-noise-scale", "0"], 128, 256, concurrency,
+                                   requests=requests_n, warmup=concurrency)
+        expected = {m: statistics.mean(r[m] for r in ok) / e[m] - 1 for m in ("ttft_s", "e2e_s", "decode_tok_s")}
+    return {"errs": errs, "batch_bias": batch_bias, "n": len(batches), "by_index": by_index,
             "mean_batch": statistics.median(batches) if batches else None, "expected": expected}
+
+
+def vs_speedup_1(fast: dict[int, tuple], slow: dict[int, tuple]) -> tuple[int, int, float]:
+    """(requests compared, requests whose every figure is identical, largest relative difference)."""
+    common = sorted(set(fast) & set(slow))
+    same = sum(1 for i in common if fast[i] == slow[i])
+    worst = max((abs(a / b - 1) for i in common for a, b in zip(fast[i], slow[i], strict=False)
+                 if isinstance(a, float) and isinstance(b, float) and b), default=0.0)
+    return len(common), same, worst
 
 
 def q(values: list[float], p: float) -> float:
@@ -119,6 +141,8 @@ def main() -> int:
     ap.add_argument("--speedup", type=float, default=20.0, help="the default settings' speed-up (backend.speedup)")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64])
     ap.add_argument("--sweep", type=float, nargs="*", default=[1, 2, 5, 10, 20, 40])
+    ap.add_argument("--no-vs1", dest="vs1", action="store_false",
+                    help="leave out the same-seed comparison against speed-up 1 (real time: the slow part)")
     ap.add_argument("--load", action="store_true",
                     help="instead: concurrency 1-256 and open-loop rates, the framework's client beside a "
                          "bench_serving-style reference and the previous thread client (benchmarks/client_load.py)")
@@ -151,6 +175,19 @@ def main() -> int:
             if r["expected"]:
                 print(f"| {conc} | {r['n']} | vs expected_metrics | " + ", ".join(
                     f"{k} {v:+.3%}" for k, v in r["expected"].items()) + " | | | |", flush=True)
+        if args.vs1:
+            print(f"\n## Same seed at speed-up {args.speedup:g} against speed-up 1 (every reported figure per request: "
+                  "ttft, tpot, e2e, decode and output tok/s, model send time)\n")
+            print("| loop | concurrency | requests | identical | largest relative difference |")
+            print("|---|---|---|---|---|")
+            for conc in args.concurrency:
+                for open_loop in (False, True):
+                    n = max(16, 2 * conc)
+                    fast = run(conc, args.speedup, n, Path(tmp), open_loop)["by_index"]
+                    slow = run(conc, 1.0, n, Path(tmp), open_loop)["by_index"]
+                    k, same, worst = vs_speedup_1(fast, slow)
+                    print(f"| {'open (cap)' if open_loop else 'closed'} | {conc} | {k} | {same} | {worst:.2e} |",
+                          flush=True)
         print("\n| concurrency | model's mean decode batch | batch bias (in the reported figures) |")
         print("|---|---|---|")
         for conc, mb, bb in batch_rows:

@@ -18,6 +18,7 @@ import asyncio
 import json
 import statistics
 import time
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -41,6 +42,10 @@ LOOP_LAG_PERIOD_S = 0.01
 # The sim's extension (other servers ignore it): "next" = this closed-loop stream sends another request
 # the moment this one ends, so the simulated clock waits for it instead of counting the client's wall time.
 CLOSED_LOOP_HEADER = "X-Sim-Closed-Loop"
+# The sim's extension too: the request's place in this run's loop (its plan index; a closed loop's streams, an
+# open loop's scheduled arrival and the next one's), so the sim admits it on its model clock at that place
+# whatever the wall clock did (servers/sim/arrivals.py).
+LOOP_HEADER = "X-Sim-Loop"
 SPIN_BEFORE_SEND_S = 0.0012  # the event loop's timers round up to 1 ms: the last stretch before a send yields
 CLIENT_LATE_WARN_S = 0.001  # median open-loop send lateness above this: the client could not keep the schedule
 LOOP_LAG_WARN_SHARE = 0.01  # median loop lag above this share of the median request's first-to-last-token span
@@ -137,9 +142,13 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
     encoded = {req.index: json.dumps(request_body(endpoint, req.prompt, req.output_tokens, workload, model),
                                      separators=(",", ":")).encode() for req in plan.requests}
 
+    loop_id = uuid.uuid4().hex[:16]
+
     async def one(session: aiohttp.ClientSession, req: PlannedRequest, more: bool = False,
                   scheduled_s: float | None = None, send_lateness_wall_s: float | None = None) -> None:
-        hdrs = {**(headers or {}), CLOSED_LOOP_HEADER: "next"} if more else headers
+        hdrs = {**(headers or {}), LOOP_HEADER: f"id={loop_id};{_loop_tag(plan, req)}"}
+        if more:
+            hdrs[CLOSED_LOOP_HEADER] = "next"
         measured = await measure_request(session, base_url, encoded.pop(req.index), workload.request_timeout_s,
                                          time_scale, hdrs, endpoint, t_origin)
         result = replace(
@@ -164,15 +173,25 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
     return client_health(lateness, lag.samples, rows)
 
 
+def _loop_tag(plan: Plan, req: PlannedRequest) -> str:
+    """The request's place in the loop (LOOP_HEADER, after its id): plan index; a closed loop's number of
+    streams; an open loop's scheduled arrival, the next request's (``-``: none) and the cap in flight."""
+    if plan.mode == "closed":
+        return f"seq={req.index};streams={min(plan.concurrency or 1, len(plan.requests))}"
+    after = plan.requests[req.index + 1] if req.index + 1 < len(plan.requests) else None  # index = position
+    nxt = "-" if after is None or after.send_at_s is None else repr(after.send_at_s)
+    cap = f";cap={plan.concurrency}" if plan.concurrency else ""
+    return f"seq={req.index};at={req.send_at_s or 0.0!r};next={nxt}{cap}"
+
+
 def _model_start(result: RequestResult, origin: dict[str, float]) -> float | None:
-    """On the sim's model clock, the send time (``model_start_s``) is the request's arrival on the engine's
-    clock, from one origin per launch (aligned with ``start_s`` at the first row), so windows and
-    throughputs use one clock with the figures. None on the wall clock."""
+    """On the sim's model clock, the send time (``model_start_s``) is the request's arrival on its loop's
+    model clock (the sim admits every request of this run's loop on it, from the loop's start), so windows
+    and throughputs use one clock with the figures. None on the wall clock."""
     arrival = result.sim_arrival_model_s
     if result.clock != "sim_model" or arrival is None or result.start_s is None:
         return None
-    origin.setdefault("t", float(arrival) - float(result.start_s))
-    return round(float(arrival) - origin["t"], 7)
+    return round(float(arrival), 7)
 
 
 async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
@@ -184,15 +203,27 @@ async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
     if measured_left == 0:
         window_over.set()
 
+    reserved = 0  # requests left in the plan that a stream has announced it takes next
+
     async def stream() -> None:
         nonlocal measured_left
         nonlocal taken
-        for req in pending:
+        nonlocal reserved
+        mine = False
+        while True:
+            if mine:  # this stream announced its next request: it takes one of the reserved
+                reserved -= 1
+            elif taken + reserved >= len(plan.requests):  # every request left is another stream's
+                return
+            req = next(pending)
             if req.phase == "cooldown" and window_over.is_set():
                 return
             taken += 1
-            # another request follows this stream's the moment it ends while the plan has any left
-            await one(session, req, more=taken < len(plan.requests))
+            # another request follows this stream's the moment it ends while the plan has one no other stream
+            # has announced (an announced successor that never came would hold the sim's clock)
+            mine = taken + reserved < len(plan.requests)
+            reserved += mine
+            await one(session, req, more=mine)
             task = asyncio.current_task()
             if task is not None and task.cancelling():  # cancelled (the request recorded it): no next request
                 return

@@ -29,6 +29,41 @@ class Chunk:
     mean_batch: float = 0.0     # mean running batch of the decode steps this request took part in so far
 
 
+@dataclass(frozen=True)
+class LoopTag:
+    """Where a request sits in its client's loop (the sim's ``X-Sim-Loop`` header), so the sim can admit it on
+    its model clock instead of when it happened to arrive: ``loop`` names the client's run, ``seq`` the
+    request's index in its plan; a closed loop says how many ``streams`` it runs, an open loop each
+    request's scheduled arrival ``at`` (model seconds from the loop's start), the ``next_at`` of the request
+    after it (None: the last) and its ``cap`` on requests in flight."""
+
+    loop: str
+    seq: int | None = None
+    streams: int | None = None
+    at: float | None = None
+    next_at: float | None = None
+    cap: int | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.at is not None
+
+
+def parse_loop_tag(value: str) -> LoopTag | None:
+    """``id=ab12;seq=3;streams=16`` (closed) or ``id=ab12;seq=3;at=0.25;next=0.31;cap=8`` (open); None when
+    malformed (the request is then served as an untagged one, on the wall clock)."""
+    fields = dict(part.split("=", 1) for part in value.split(";") if "=" in part)
+    try:
+        def num(key: str, kind: type) -> Any:
+            raw = fields.get(key)
+            return None if raw in (None, "", "-") else kind(raw)
+
+        return LoopTag(fields["id"], num("seq", int), num("streams", int), num("at", float), num("next", float),
+                       num("cap", int))
+    except (KeyError, ValueError):
+        return None
+
+
 @dataclass
 class SimRequest:
     """A request as the engine sees it; the HTTP layer reads chunks from ``queue``."""
@@ -63,6 +98,10 @@ class SimRequest:
     eos_at: int | None = None
     arrival_model: float = 0.0  # model seconds on the engine's clock
     ready_model: float = 0.0
+    loop_tag: LoopTag | None = None  # its place in the client's loop (the sim admits it by that)
+    loop_arrival_s: float | None = None  # its arrival on its loop's clock (model s from the loop's start)
+    order: tuple = ()  # the engine's admission order among requests ready at once
+    left: bool = False  # the engine has counted it out (finished or aborted)
 
 
 def append_token(r: SimRequest, tid: int) -> dict | None:

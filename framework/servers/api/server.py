@@ -37,7 +37,7 @@ from starlette.routing import Route
 
 from framework.servers.api import tokens as model
 from framework.servers.api.args import resolved_server_args
-from framework.servers.api.request import Chunk, SimRequest
+from framework.servers.api.request import Chunk, LoopTag, SimRequest, parse_loop_tag
 
 log = logging.getLogger("framework.servers.api.server")
 
@@ -398,8 +398,9 @@ def _meta(state: ServerState, req: SimRequest, chunk: Chunk) -> dict[str, Any]:
         "sim_model_t": round(chunk.e2e_latency, 9),
         # the mean running batch of the decode steps so far (how full the model's batch really was)
         "sim_mean_batch": round(chunk.mean_batch, 4),
-        # the request's arrival on the engine's model clock (model s since the engine started)
-        "sim_arrival_model_s": round(getattr(req, "arrival_model", 0.0), 9),
+        # the request's arrival on the model clock: model s from its loop's start (X-Sim-Loop), else
+        # since the engine started
+        "sim_arrival_model_s": round(_arrival(req), 9),
         # how far behind its own clock the sim handed out this request's chunks (wall s): if this is
         # not small against the request's duration, the speed-up is more than the machine sustains
         "sim_max_lag_s": round(req.max_lag_s, 6),
@@ -409,6 +410,11 @@ def _meta(state: ServerState, req: SimRequest, chunk: Chunk) -> dict[str, Any]:
         "sim_last_lag_s": round(req.last_lag_s, 6),
     })
     return meta
+
+
+def _arrival(req: SimRequest) -> float:
+    loop_s = getattr(req, "loop_arrival_s", None)
+    return float(loop_s if loop_s is not None else getattr(req, "arrival_model", 0.0))
 
 
 def _sse(obj: Any) -> bytes:
@@ -639,15 +645,20 @@ def create_app(state: ServerState) -> Starlette:
 
 
 CLOSED_LOOP_HEADER = "x-sim-closed-loop"
+LOOP_HEADER = "x-sim-loop"
 
 
 def _closed_loop(request: Request, reqs: list[SimRequest]) -> None:
-    """``X-Sim-Closed-Loop: next`` (the sim's extension): the client sends its next request the moment
-    this one ends, so the model clock waits for it instead of counting the client's wall time
-    (docs/model.md, "Timing"). Other servers ignore the header."""
-    if request.headers.get(CLOSED_LOOP_HEADER, "").strip().lower() == "next":
-        for r in reqs:
-            r.closed_loop_next = True
+    """The sim's extensions (other servers ignore them; docs/model.md, "Timing"): ``X-Sim-Closed-Loop: next``,
+    the client sends its next request the moment this one ends, so the model clock waits for it instead of
+    counting the client's wall time; ``X-Sim-Loop``, the request's place in its loop (:class:`LoopTag`)."""
+    tag = parse_loop_tag(request.headers.get(LOOP_HEADER, ""))
+    nxt = request.headers.get(CLOSED_LOOP_HEADER, "").strip().lower() == "next"
+    if tag is None and nxt:  # a client that only announces its next request: one closed loop
+        tag = LoopTag("")
+    for r in reqs:
+        r.closed_loop_next = nxt
+        r.loop_tag = tag if len(reqs) == 1 else None
 
 
 def _is_batch_ids(ids: Any) -> bool:
@@ -732,7 +743,7 @@ async def _openai(state: ServerState, request: Request, obj: CompletionRequest |
                 body["usage"] = {"prompt_tokens": n_prompt, "completion_tokens": n, "total_tokens": n_prompt + n}
             if is_sim and chunk is not None:  # the sim's model clock, as in /generate's meta_info (extra keys)
                 body.update(sim_model_t=round(chunk.e2e_latency, 9), sim_mean_batch=round(chunk.mean_batch, 4),
-                            sim_arrival_model_s=round(getattr(req, "arrival_model", 0.0), 9))
+                            sim_arrival_model_s=round(_arrival(req), 9))
             return _sse(body)
 
         async def stream() -> AsyncIterator[bytes]:

@@ -121,7 +121,7 @@ def plan_assumptions(h: Hypothesis, exp: Experiment, *,
                              f"(plan hypothesis={h.name} pilot=RUN_DIR)")
         try:
             m = expected_metrics(profile, flags, mean_length(w.prompt_tokens), mean_length(w.output_tokens),
-                                 w.concurrency)
+                                 w.concurrency, requests=h.design.requests, warmup=h.design.warmup)
         except Exception:  # a configuration the profile cannot start (a launches prediction)
             continue
         value = m.get(h.metric)

@@ -23,6 +23,7 @@ from framework.servers.api.request import Chunk, SimRequest, append_token
 from framework.servers.api.tokens import token_id
 from framework.servers.sim import model
 from framework.servers.sim.args import SimServerArgs
+from framework.servers.sim.arrivals import Arrivals
 from framework.servers.sim.profile import Profile
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("framework.servers.sim.engine")
 
-HOLD_TIMEOUT_S = 1.0  # wall seconds the model clock waits for an announced closed-loop request
+HOLD_TIMEOUT_S = 10.0  # wall seconds the model clock waits, without any arrival, for a promised request
 
 
 class Engine:
@@ -59,10 +60,9 @@ class Engine:
         self.model_now = 0.0
         self._anchor_perf = time.perf_counter()
         self._anchor_model = 0.0
-        self._holding = False
-        self._expected = 0  # closed-loop requests announced by finished requests and not yet arrived
+        self.arrivals = Arrivals()  # the client loops' promised arrivals (virtual time)
+        self._live = 0  # requests submitted and not yet finished or aborted
         self.hold_timeout_s = HOLD_TIMEOUT_S
-        self.holds_timed_out = 0
         self._on_step = on_step
         self._perf0 = time.perf_counter()
         self._epoch0 = time.time()
@@ -93,6 +93,11 @@ class Engine:
         self.init_random()
         self._thread.start()
 
+    @property
+    def holds_timed_out(self) -> int:
+        """Holds that gave up waiting for a promised request (its figures then depend on the wall clock)."""
+        return self.arrivals.timed_out
+
     def stop(self) -> None:
         with self._cond:
             self._stop = True
@@ -101,18 +106,29 @@ class Engine:
     def submit(self, req: SimRequest) -> None:
         import numpy as np  # already imported by init_random
 
-        req.rng = np.random.default_rng(self._req_ss.spawn(1)[0])
-        req.draw = model.draw_request(self.profile, self.args, self.noise, req.rng)
-        if not req.ignore_eos:
-            req.eos_at = model.eos_position(self.profile, req.seed, req.temperature, req.rng)
         with self._cond:
             now = time.perf_counter()
             req.arrival_perf = now
-            if self._holding:  # the model clock waits for a closed loop's next request: it arrives now
-                req.arrival_model = self.model_now
-                self._expected = max(0, self._expected - 1)
+            fallback = max(self.model_now, self.model_of(now))
+            tag = req.loop_tag
+            if tag is not None:  # its loop says when it arrives on the model clock (arrivals.py)
+                idle = self._live == 0  # nothing in flight: a new loop starts now (another's leftovers are stale)
+                req.arrival_model, req.loop_arrival_s, serial = self.arrivals.arrive(tag, self.model_now, idle,
+                                                                                     fallback)
+                seq = next(self._req_counter) if tag.seq is None else tag.seq
+                # the request's draws follow its place in the plan, not the order it happened to arrive in
+                key = (1, seq) if serial == 0 else (1, seq, serial)
+                req_ss = np.random.SeedSequence(self.seed, spawn_key=key)
+                req.order = (req.arrival_model, serial, seq)
             else:
-                req.arrival_model = max(self.model_now, self.model_of(now))
+                req.arrival_model = fallback
+                req_ss = self._req_ss.spawn(1)[0]
+                req.order = (req.arrival_model, -1, next(self._req_counter))
+            self._live += 1
+            req.rng = np.random.default_rng(req_ss)
+            req.draw = model.draw_request(self.profile, self.args, self.noise, req.rng)
+            if not req.ignore_eos:
+                req.eos_at = model.eos_position(self.profile, req.seed, req.temperature, req.rng)
             req.ready_model = req.arrival_model + self.profile.request_overhead_us / 1e6
             req.ready_perf = self.wall_of(req.ready_model)
             self._inbox.append(req)
@@ -156,12 +172,14 @@ class Engine:
     def _loop(self) -> None:
         """One step after another on the model clock (``model_now``), paced to wall time.
 
-        Each step starts at the model time the previous one ended (or, from idle, when its first
-        request became ready), lasts its model duration, and the thread sleeps until the wall time
-        that maps to its end, so sleep overshoot never accumulates. When a request that announced a
-        closed-loop successor finishes, the model clock holds (up to ``hold_timeout_s`` of wall time)
-        until the successor arrives, which then arrives at the instant its predecessor ended: the wall
-        time the client and HTTP take in between is not multiplied into model time.
+        Each step starts at the model time the previous one ended (or, from idle, at the next event:
+        the first pending request's ready time or the next promised arrival), lasts its model
+        duration, and the thread sleeps until the wall time that maps to its end, so sleep overshoot
+        never accumulates. Before every step the clock holds (wall time passes, model time does not;
+        up to ``hold_timeout_s`` of wall time without an arrival) while a request its client's loop
+        promised for an instant at or before ``model_now`` has not arrived (:mod:`arrivals`): a closed
+        loop's first burst and each stream's next request, an open loop's next scheduled arrival. So
+        the steps never depend on when a request happened to reach the server on the wall clock.
         """
         import numpy as np  # already imported by init_random (start() calls it first)
 
@@ -169,24 +187,33 @@ class Engine:
             with self._cond:
                 while self._inbox:
                     self._pending.append(self._inbox.popleft())
-                self._pending = [r for r in self._pending if not r.aborted]
-                self._running = [r for r in self._running if not r.aborted]
+                self._pending = self._drop_aborted(self._pending)
+                self._running = self._drop_aborted(self._running)
                 if self._stop:
                     return
-                if self._expected > 0:
+                if self.arrivals.due(self.model_now):
                     self._hold()
                     continue
+                promised = self.arrivals.earliest()
                 if not self._pending and not self._running:
                     self.num_running = self.num_waiting = 0
-                    self._cond.wait()
+                    if promised is not None:  # idle until the promised arrival: jump there and hold for it
+                        self.model_now = max(self.model_now, promised)
+                    else:
+                        self._cond.wait()
                     continue
             now_model = self.model_now
+            self._pending.sort(key=lambda r: r.order)
             ready = [r for r in self._pending if r.ready_model <= now_model]
             if not ready and not self._running:  # idle until the first pending request is ready
                 first = min(r.ready_model for r in self._pending)
+                if promised is not None and promised < first:
+                    with self._cond:
+                        self.model_now = max(self.model_now, promised)
+                    continue
                 with self._cond:  # wake early on new arrivals, stop; re-evaluated next loop
                     self._cond.wait(timeout=max(0.0, self.wall_of(first) - time.perf_counter()))
-                    if time.perf_counter() >= self.wall_of(first) and not self._inbox:
+                    if not self._inbox:  # nothing can arrive before ``first`` except unpromised requests
                         self.model_now = max(self.model_now, first)
                 continue
             cap = self.args.max_running_requests
@@ -211,11 +238,13 @@ class Engine:
             with self._cond:
                 self.model_now = end_model
             self._deadline = deadline
-            emitted = self._finish_step(batch, kind, deadline, end_model)
-            announced = sum(1 for r in batch if r.finished and r.closed_loop_next and not r.aborted)
-            if announced:
-                with self._cond:
-                    self._expected += announced
+            emitted, posts = self._finish_step(batch, kind, deadline, end_model)
+            with self._cond:  # the promises of the finished requests are made before their clients hear of it
+                for r in batch:
+                    if r.finished and not r.aborted:
+                        self._ended(r, end_model, announced=r.closed_loop_next)
+            for r, chunk in posts:
+                r.loop.call_soon_threadsafe(r.queue.put_nowait, chunk)
             if kind == "prefill":
                 self._running.extend(r for r in batch if not r.finished)
             self._running = [r for r in self._running if not r.finished]
@@ -224,22 +253,31 @@ class Engine:
             if self._on_step is not None:
                 self._on_step({"kind": kind, "batch": len(batch), "model_s": dur_s, "tokens": emitted})
 
+    def _ended(self, r: SimRequest, model_t: float, announced: bool) -> None:
+        """(under the lock) ``r`` left the engine: count it out once, and let its loop promise what follows."""
+        if r.left:
+            return
+        r.left = True
+        self._live -= 1
+        if r.loop_tag is not None:
+            self.arrivals.ended(r.loop_tag, model_t, announced)
+
+    def _drop_aborted(self, reqs: list[SimRequest]) -> list[SimRequest]:
+        """(under the lock) The requests still wanted; the aborted ones leave the engine now."""
+        for r in reqs:
+            if r.aborted:
+                self._ended(r, self.model_now, announced=False)
+        return [r for r in reqs if not r.aborted]
+
     def _hold(self) -> None:
-        """(under the lock) Keep the model clock still until the announced requests arrived or time ran out;
-        then map wall time onto the model clock afresh from here."""
-        self._holding = True
-        give_up = time.perf_counter() + self.hold_timeout_s
-        try:
-            while self._expected > 0 and not self._stop:
-                left = give_up - time.perf_counter()
-                if left <= 0:
-                    self.holds_timed_out += 1
-                    self._expected = 0
-                    break
-                self._cond.wait(timeout=left)
-        finally:
-            self._holding = False
-            self._anchor_perf, self._anchor_model = time.perf_counter(), self.model_now
+        """(under the lock) Keep the model clock still until a promised request arrives or the wall grace runs
+        out without one (then its promise is given up); then map wall time onto the model clock afresh."""
+        arrived = self._cond.wait(timeout=self.hold_timeout_s)
+        if not arrived and not self._inbox and not self._stop:
+            self.arrivals.drop_due(self.model_now)
+            log.warning("sim: a promised request did not arrive within %.0f s of wall time; its arrival now "
+                        "follows the wall clock", self.hold_timeout_s)
+        self._anchor_perf, self._anchor_model = time.perf_counter(), self.model_now
 
     @staticmethod
     def _sleep_until(deadline: float) -> None:
@@ -249,8 +287,11 @@ class Engine:
                 return
             time.sleep(remaining)
 
-    def _finish_step(self, batch: list[SimRequest], kind: str, deadline: float, end_model: float) -> int:
+    def _finish_step(self, batch: list[SimRequest], kind: str, deadline: float,
+                     end_model: float) -> tuple[int, list[tuple[SimRequest, Chunk]]]:
+        """Advance every request of the step; (tokens emitted, the chunks to hand to the HTTP layer)."""
         emitted = 0
+        posts: list[tuple[SimRequest, Chunk]] = []
         for r in batch:
             if r.aborted:
                 continue
@@ -280,8 +321,8 @@ class Engine:
                 spec_verify_ct=r.verify_ct, mean_batch=r.batch_sum / r.decode_steps if r.decode_steps else 0.0,
             )
             r.chunks += 1
-            r.loop.call_soon_threadsafe(r.queue.put_nowait, chunk)
-        return emitted
+            posts.append((r, chunk))
+        return emitted, posts
 
     @staticmethod
     def _extend(r: SimRequest, n: int) -> dict | None:

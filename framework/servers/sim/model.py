@@ -340,14 +340,22 @@ def single_stream_schedule(profile: Profile, args: SimServerArgs, prompt_tokens:
 
 
 def expected_metrics(profile: Profile | str, server_flags: list[str], prompt_tokens: int,
-                     output_tokens: int, concurrency: int = 1) -> dict[str, float | str | None]:
+                     output_tokens: int, concurrency: int = 1, *, requests: int = 3,
+                     warmup: int = 1) -> dict[str, float | str | None]:
     """Noise-free expectations of what the client measures, plus the noise magnitudes (for planning).
 
-    ``decode_tok_s`` is the client's statistic, (completion_tokens - 1) / (t_last - t_first), on the
-    deterministic chunk schedule, so it includes the end effect of a truncated last verify step.
-    With ``concurrency`` > 1 it is an approximation: all requests decode as one batch and each sees
-    ``concurrency - 1`` prefills of the others during its life (closed loop). See docs/model.md.
+    The figures are what the sim serves a closed loop of ``concurrency`` streams with its noise off:
+    the engine's own schedule replayed step for step (:mod:`framework.servers.sim.served`; the first
+    burst at once, each successor the instant its predecessor ended, ``--max-running-requests``
+    honoured), over a launch of the design's ``requests`` and ``warmup`` (the closed loop's rounds:
+    ``core.workload.total_requests``). A request metric is the mean over the measured requests, as a
+    launch's value is; ``output_throughput`` and ``request_throughput`` are the launch's, over its
+    measured window. ``decode_tok_s`` is the client's statistic, (completion_tokens - 1) /
+    (t_last - t_first), so it includes the end effect of a truncated last verify step. docs/model.md.
     """
+    from framework.core import metrics as metrics_mod
+    from framework.servers.sim.served import closed_loop_rows
+
     prof = load_profile(profile) if isinstance(profile, str) else profile
     args = resolve_args(server_flags)
     if output_tokens < 1 or prompt_tokens < 1 or concurrency < 1:
@@ -355,26 +363,27 @@ def expected_metrics(profile: Profile | str, server_flags: list[str], prompt_tok
     spec = spec_config(prof, args)
     scale = args.sim_noise_scale
     nz = prof.noise
-    step = decode_step(prof, args, concurrency)
-    prefill = prefill_step(prof, args, prompt_tokens)
+    batch = min(concurrency, args.max_running_requests or concurrency)
+    step = decode_step(prof, args, batch)
     mean_accept = profile_accept_mean(prof, spec) if spec else 1.0
-    if concurrency == 1:
-        sched = single_stream_schedule(prof, args, prompt_tokens, output_tokens)
-        ttft = sched[0][0]
-        decode_s = sched[-1][0] - sched[0][0]
-        steps = len(sched) - 1
-    else:
-        ttft = (prof.request_overhead_us + prefill.total_us + step.total_us / 2) / 1e6
-        steps = sum(1 for _ in _step_counts(mean_accept if spec else 1.0, output_tokens - 1))
-        decode_s = (steps * step.total_us + (concurrency - 1) * prefill.total_us) / 1e6
-    decode_tok_s = (output_tokens - 1) / decode_s if decode_s > 0 else float("nan")
+    rows = closed_loop_rows(prof, args, prompt_tokens, output_tokens, concurrency, requests, warmup)
+    measured = [r for r in rows if r["phase"] == "measured"]
+
+    def mean(key: str) -> float:
+        values = [float(r[key]) for r in measured if r.get(key) is not None]
+        return sum(values) / len(values) if values else float("nan")
+
+    steps = sum(1 for _ in _step_counts(mean_accept if spec else 1.0, output_tokens - 1))
     return {
         "profile": prof.name,
-        "decode_tok_s": decode_tok_s,
+        "decode_tok_s": mean("decode_tok_s"),
         "steady_decode_tok_s": mean_accept / (step.total_us / 1e6),
-        "ttft_s": ttft,
-        "tpot_s": decode_s / (output_tokens - 1) if output_tokens > 1 else float("nan"),
-        "e2e_s": ttft + decode_s,
+        "ttft_s": mean("ttft_s"),
+        "tpot_s": mean("tpot_s"),
+        "e2e_s": mean("e2e_s"),
+        "output_tok_s": mean("output_tok_s"),
+        "output_throughput": metrics_mod.launch_value("output_throughput", rows),
+        "request_throughput": metrics_mod.launch_value("request_throughput", rows),
         "step_s": step.total_us / 1e6,
         "decode_steps": steps,
         "accept_length": mean_accept if spec else None,
