@@ -6,9 +6,12 @@
 #
 # PyPI has only the sdist, which compiles llama.cpp. The wheel is built once and kept in
 # $FRAMEWORK_WHEEL_CACHE (default ~/.cache/framework/wheels): a cached wheel is reused; otherwise it
-# is built with the shortest CMake options (no LLaVA/mtmd, no tests, no examples; GGML_NATIVE=OFF,
-# so the cached wheel runs on any x86-64 CPU with AVX2, at the cost of AVX-512 kernels) and stored.
-# The time taken is printed. The model goes to models/tiny-llama.gguf (git-ignored), seed 0.
+# is built with the shortest CMake options and stored: only what the Python server loads (libllama
+# and ggml; llama-cpp-python forces llama.cpp's small common library on), no LLaVA/mtmd, no tests,
+# examples, tools or llama.cpp's own server, for llama.cpp and for ggml; GGML_NATIVE=OFF, so the
+# cached wheel runs on any x86-64 CPU with AVX2, at the cost of AVX-512 kernels. The build uses
+# every core (CMAKE_BUILD_PARALLEL_LEVEL: CMake's Makefile generator builds one file at a time
+# without it). The time taken is printed. The model goes to models/tiny-llama.gguf (git-ignored), seed 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSION=0.3.36
@@ -19,8 +22,10 @@ wheel=$(ls "$CACHE"/llama_cpp_python-"$VERSION"-*.whl 2>/dev/null | head -n 1 ||
 if [ -n "$wheel" ]; then
   echo "llama-cpp-python $VERSION: reusing the cached wheel $(basename "$wheel")"
 else
-  echo "llama-cpp-python $VERSION: building the wheel (compiles llama.cpp; about 8-13 min on 2 cores)"
-  CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=OFF" \
+  echo "llama-cpp-python $VERSION: building the wheel (compiles llama.cpp on $(nproc) cores; about 6-13 min on 2)"
+  CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
+-DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF -DGGML_NATIVE=OFF" \
+  CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
     python -m pip wheel --no-deps "llama-cpp-python==$VERSION" -w "$CACHE"
   wheel=$(ls "$CACHE"/llama_cpp_python-"$VERSION"-*.whl | head -n 1)
   echo "llama-cpp-python $VERSION: wheel built in $(( $(date +%s) - start )) s and cached in $CACHE"

@@ -1,0 +1,21 @@
+"""Where the vLLM tier finds vLLM (a venv of its own, never imported), and the tiny HF model made in it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from cli_helpers import ROOT
+
+VENV = Path(os.environ.get("FRAMEWORK_VLLM_VENV", Path.home() / ".cache" / "framework" / "vllm-venv"))
+PYTHON = VENV / "bin" / "python"
+HAS_VLLM = PYTHON.exists() and any((VENV / "lib").glob("python3*/site-packages/vllm/entrypoints/openai/api_server.py"))
+
+
+def generate_tiny_hf(path: Path, seed: int = 0) -> dict[str, str]:
+    """`python -m framework.assets.tiny_hf PATH --seed S` in the vLLM venv; {file name: sha256}."""
+    out = subprocess.run([str(PYTHON), "-m", "framework.assets.tiny_hf", str(path), "--seed", str(seed)],
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return {Path(line.split()[0]).name: line.split()[-1] for line in out.stdout.splitlines()}
