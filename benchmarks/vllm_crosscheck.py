@@ -102,7 +102,7 @@ def framework_client(base_url: str, model: str, args: argparse.Namespace, work: 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
         [sys.executable, "-m", "framework", "run", "hypothesis=crosscheck", "backend=endpoint",
-         f"backend.url={base_url}", "+backend.protocol=openai", f"paths.hypotheses={work / 'hyp'}",
+         f"backend.url={base_url}", "backend.protocol=openai", f"paths.hypotheses={work / 'hyp'}",
          f"paths.experiments={work / 'exp'}", "report=false", "progress=false"],
         cwd=work, env=env, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
