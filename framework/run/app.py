@@ -60,6 +60,8 @@ def run_command(args: list[str]) -> int:
         print(f"error: {exc.filename or run_dir or 'the run directory'}: cannot write ({exc.strerror}); "
               "nothing was run", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if OUTCOMES.unrecorded:  # a sweep job's record did not reach the ledger (each named above, with resume=)
+        return EXIT_BAD_INPUT
     return EXIT_NO_DATA if OUTCOMES.no_data else EXIT_OK
 
 
