@@ -153,6 +153,7 @@ class EnvironmentRow(_Row):
     rest of the file, so `audit` can hold the record's `backend` and `environment` to it."""
 
     kind: Literal["environment"] = "environment"
+    ok: bool = True  # every trials row has `ok`
     backend: str
     host: str | None = None
     machine: str | None = None

@@ -329,21 +329,24 @@ def _append_line(path: Path, line: bytes, then: Any) -> None:
         try:
             written = os.write(fd, line)
             if written != len(line):
-                raise LedgerError(f"{path}: short write ({written} of {len(line)} bytes)")
+                raise OSError(errno.ENOSPC, f"short write, {written} of {len(line)} bytes")
             os.fsync(fd)
             if os.pread(fd, len(line), size) != line:
-                raise LedgerError(f"{path}: the appended line does not read back as written")
+                raise OSError(errno.EIO, "the appended line does not read back as written")
             then()
-        except (OSError, LedgerError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
             try:
                 os.ftruncate(fd, size)
-                os.fsync(fd)
                 if not existed:  # it did not exist before: leave none
                     os.unlink(path)
             except OSError as undo:  # nothing more can be done here: say exactly what is left
                 raise LedgerError(f"{path}: cannot append a record ({why}), and truncating it back to "
                                   f"{size} bytes failed too ({undo.strerror}); run audit") from None
+            try:
+                os.fsync(fd)
+            except OSError:  # the size is right; only its durability is in doubt, as before the append
+                pass
             raise LedgerError(f"{path}: cannot append a record ({why}); the ledger is unchanged") from None
     finally:
         os.close(fd)

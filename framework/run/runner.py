@@ -14,6 +14,7 @@ Order of work for one run:
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -125,12 +126,23 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     return stored
 
 
+def _write_whole(path: Path, text: str) -> None:
+    """Replace `path` with `text` or leave it as it was (a full disk never leaves half a verdict.json)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def _write_outputs(ctx: RunContext, record: dict[str, Any], console: Console) -> list[str]:
     """`verdict.json`, `summary.md`, the tables and the report; the names of those written. A record
     without its ledger hash is one the ledger does not hold (yet): resume does not take it as a verdict."""
     kept: list[str] = []
     try:
-        (ctx.run_dir / "verdict.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        _write_whole(ctx.run_dir / "verdict.json", json.dumps(record, indent=2) + "\n")
         kept.append("verdict.json")
         (ctx.run_dir / "summary.md").write_text(summary_markdown(record), encoding="utf-8")
         kept.append("summary.md")
