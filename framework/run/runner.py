@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.markup import escape
 
-from framework.core.trials import EnvironmentRow
+from framework.core.trials import FORMAT, EnvironmentRow
 from framework.errors import LedgerError, StorageError
 from framework.execution import adapters
 from framework.execution.launcher import install_signal_handlers
@@ -87,8 +87,8 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     previous = previous_verdict(ctx)  # read before this run's verdict.json replaces it
     writer = TrialsWriter(ctx.run_dir / "trials.jsonl", ctx.redactor)
     try:
-        writer.write(EnvironmentRow(backend=ctx.backend.name, written=now_iso(), **environment.machine()).to_json())
         reused, attempts = reuse(ctx, writer)
+        write_environment(writer, ctx.backend.name)
         measured = measure(ctx, writer, reused, attempts, console)
     finally:
         writer.close()
@@ -124,6 +124,15 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     _write_outputs(ctx, stored, console)
     console.print(escape(f"ledger: {ctx.ledger}  run: {ctx.run_dir}"), highlight=False)
     return stored
+
+
+def write_environment(writer: TrialsWriter, backend: str) -> None:
+    """The trials' `environment` row (where this run launches its servers), before its first launch; a resume
+    into the run's own directory on the same machine finds it there already and writes nothing."""
+    here = {"backend": backend, **environment.machine()}
+    last = next((r for r in reversed(writer.rows) if r.get("kind") == "environment"), None)
+    if last is None or any(last.get(k) != v for k, v in here.items()):
+        writer.write(EnvironmentRow(format=FORMAT, written=now_iso(), **here).to_json())
 
 
 def _write_whole(path: Path, text: str) -> None:

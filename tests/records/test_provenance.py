@@ -115,3 +115,39 @@ def test_the_anchor_catches_a_removed_record_before_it(tmp_path: Path) -> None:
 def test_a_bad_anchor_is_one_line(value: str) -> None:
     with pytest.raises(SpecError, match="expect_head"):
         audit.read_anchor(value)
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pre_redesign"
+
+
+@pytest.mark.parametrize("edit", ["relabel", "host_and_gpu", "delete_verdict"])
+def test_consistent_rewrites_of_a_real_sim_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: str) -> None:
+    """Records of real simulated runs, rewritten with every hash, link and the head recomputed: the relabel
+    is caught by what the servers said in the trials, every rewrite by the head noted before it."""
+    import shutil
+
+    shutil.copytree(FIXTURES, tmp_path / "fx")
+    monkeypatch.chdir(tmp_path / "fx")  # the records name their trials relative to the ledger's directory
+    path = tmp_path / "fx" / "sim_hypotheses.jsonl"
+    assert audit.audit(path).ok
+    noted = audit.read_anchor(str(Path(str(path) + ".head")))
+    records = list(ledger.read(path))
+    verdicts = [i for i, r in enumerate(records) if r["kind"] == "verdict"]
+    first = records[verdicts[0]]
+    assert first["backend"] == "sim"
+    if edit == "relabel":  # a simulated verdict made to read as real hardware, everywhere the record says it
+        first["backend"] = "sglang"
+        first["environment"].update(backend="sglang", launcher="sglang")
+        first["config"]["backend"]["name"] = "sglang"
+    elif edit == "host_and_gpu":
+        first["environment"].update(host="gpu-node-7", gpu={"names": ["NVIDIA H200"] * 8, "count": 8})
+    else:
+        del records[verdicts[0]]
+    _reseal(path, records)
+    assert ledger.verify_chain(path) == []
+    kinds = {p.kind for p in audit.audit(path).problems}
+    if edit == "relabel":
+        relabelled = [p for p in audit.audit(path).problems if p.kind == "provenance"]
+        assert relabelled and {p.line for p in relabelled} == {verdicts[0] + 1}, kinds
+        assert "server_info says backend 'sim'" in relabelled[0].message
+    assert {p.kind for p in audit.audit(path, noted).problems} >= {"anchor"}
