@@ -6,7 +6,8 @@
     │   │   └── ConfigError      a command-line or config value (reported the same way)
     │   ├── BackendConfigError   a backend setting that cannot produce a command line: field, message
     │   ├── RegistrationChanged  the hypothesis or its analysis plan changed since it was registered
-    │   ├── LedgerError          the ledger cannot be appended to safely
+    │   ├── LedgerError          the ledger cannot be appended to safely (it is left as it was)
+    │   ├── StorageError         a run's file cannot be written (a full disk): nothing torn, resume=DIR
     │   ├── TrialsFileError      a trials file damaged in the middle
     │   └── ReportError          a report path that is not a run, a sweep or a ledger
     └── LaunchError              a server did not become ready (the run records it; it never escapes a run)
@@ -62,6 +63,11 @@ class RegistrationChanged(UserError):
 
 class LedgerError(UserError):
     """The ledger cannot be appended to safely (torn last line, or it disagrees with its head file)."""
+
+
+class StorageError(UserError):
+    """A run's own file (trials, verdict, run directory) cannot be written: a full disk, a quota, a read-only
+    filesystem. What was written is whole (a failed line is cut back), and the message names `resume=DIR`."""
 
 
 class TrialsFileError(UserError, ValueError):

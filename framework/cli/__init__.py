@@ -26,7 +26,8 @@ commands:
   plan hypothesis=NAME     launches per condition for power 0.9 and the expected wall time
                            [pilot=RUN_DIR] [power=0.9]
   register hypothesis=NAME pre-register a hypothesis in the ledger before any data [ledger=PATH]
-  audit [ledger=PATH]      verify the ledger's hash chain, trials hashes and recompute every verdict
+  audit [ledger=PATH] [expect_head=SHA|HEAD_FILE]
+                           verify the hash chain, trials hashes, every verdict and its backend/host
   audit history hypothesis=NAME [ledger=PATH]
                            a hypothesis's verdicts over time and what changed between them
   report PATH              Markdown + HTML report of a run directory, a multirun directory or a ledger

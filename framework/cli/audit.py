@@ -25,7 +25,8 @@ def main(args: list[str]) -> int:
             raise ConfigError("command line", "hypothesis", "audit history needs hypothesis=NAME")
         return cmd_history(kv.get("ledger", DEFAULT_LEDGER), kv["hypothesis"])
     kv = kv_pairs(args)
-    return cmd_audit(kv.get("ledger", DEFAULT_LEDGER))
+    anchor = audit.read_anchor(kv["expect_head"]) if kv.get("expect_head") else None
+    return cmd_audit(kv.get("ledger", DEFAULT_LEDGER), anchor)
 
 
 def _console(stderr: bool = False) -> Any:
@@ -40,14 +41,14 @@ def _v(verdict: str | None) -> str:
     return f"[{_style(verdict)}]{verdict}[/]" if verdict else ""
 
 
-def cmd_audit(ledger: str = "verdicts.jsonl") -> int:
+def cmd_audit(ledger: str = "verdicts.jsonl", expect_head: tuple[str, int | None] | None = None) -> int:
     """Print the audit as tables. 0: everything holds; 1: problems; 2: bad input (no such ledger)."""
     console, errors = _console(), _console(stderr=True)
     if Path(ledger).is_dir():
         errors.print(f"[red]error:[/] {escape(ledger)} is a directory, not a ledger (pass ledger=PATH)")
         return EXIT_BAD_INPUT
     try:
-        report = audit.audit(ledger)
+        report = audit.audit(ledger, expect_head)
     except FileNotFoundError:
         errors.print(f"[red]error:[/] ledger {escape(ledger)!s} not found (pass ledger=PATH)")
         return EXIT_BAD_INPUT
@@ -75,7 +76,9 @@ def cmd_audit(ledger: str = "verdicts.jsonl") -> int:
     console.print(f"head: {count} lines, last hash {last or '-'} (note it elsewhere to detect a rewritten tail)")
     if report.ok:
         console.print("[green]audit passed:[/] chain intact, trials files unchanged, "
-                      "every verdict recomputed under the rules it was made with")
+                      "every verdict recomputed under the rules it was made with, and its backend, host and "
+                      "GPUs as its trials say" + (f"; the noted head {escape(expect_head[0][:12])} is in it"
+                                                  if expect_head else ""))
         return EXIT_OK
     problems = Table(title=f"{len(report.problems)} problem(s)", title_style="bold red")
     for col in ("record", "check", "problem"):

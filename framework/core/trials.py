@@ -9,7 +9,8 @@ multiplied wall durations by the scale, and keeps the scale on every row.
 
 Format versions (CHANGELOG.md): 1, rows without a `format` key (before 0.2); 2, every row says
 `"format": 2` and a request row leaves out the simulator's `sim_*` fields when the server sent none.
-Both read the same way: a missing field is None.
+Both read the same way: a missing field is None. Since 0.2 a run also writes one `environment` row
+(where it ran) before its first launch; files without one read as before.
 """
 
 from __future__ import annotations
@@ -146,8 +147,22 @@ class WorkloadRow(_Row):
     client: dict = {}
 
 
+class EnvironmentRow(_Row):
+    """Where a run (or a resume of it) launched its servers, written before its first launch: the host, the
+    architecture and the GPUs the framework saw, and the backend it was told to start. It is hashed with the
+    rest of the file, so `audit` can hold the record's `backend` and `environment` to it."""
+
+    kind: Literal["environment"] = "environment"
+    ok: bool = True  # every trials row has `ok`
+    backend: str
+    host: str | None = None
+    machine: str | None = None
+    gpu: dict | None = None
+    written: str
+
+
 ROW_MODELS: dict[str, type[_Row]] = {"launch": LaunchRow, "launch_end": LaunchEndRow, "request": RequestRow,
-                                     "workload": WorkloadRow}
+                                     "workload": WorkloadRow, "environment": EnvironmentRow}
 
 
 def parse_trials(data: bytes, path: str | Path) -> list[dict]:
@@ -208,7 +223,7 @@ class Trials:
         return self._group("launch_id")
 
     def by_condition(self) -> dict[int, list[dict[str, Any]]]:
-        return {int(c): rows for c, rows in self._group("condition").items()}
+        return {int(c): rows for c, rows in self._group("condition").items() if c is not None}
 
     @property
     def formats(self) -> set[int]:

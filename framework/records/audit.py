@@ -226,6 +226,108 @@ def todays_difference(record: dict[str, Any], rows: list[dict[str, Any]]) -> str
     return f"under today's rules (v{rules.CURRENT}): " + "; ".join(diff)
 
 
+# --------------------------------------------------------------------------- provenance
+
+
+def _served_as(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """{backend: why} for what the trials say produced them: a server that named itself (`server_info.backend`,
+    or the simulator's own `sim_*` description), or request rows timed on the simulator's model clock."""
+    out: dict[str, str] = {}
+    for r in rows:
+        info = r.get("server_info") if r.get("kind") == "launch" else None
+        if isinstance(info, dict):
+            if isinstance(info.get("backend"), str):
+                out.setdefault(info["backend"], f"launch {r.get('launch_id')}'s server_info says backend "
+                                                f"{info['backend']!r}")
+            elif any(str(k).startswith("sim_") for k in info):
+                out.setdefault("sim", f"launch {r.get('launch_id')}'s server_info describes the simulator")
+        elif r.get("kind") == "request" and r.get("clock") == "sim_model":
+            out.setdefault("sim", f"request {r.get('trial_id')} was timed on the simulator's model clock")
+    return out
+
+
+def _gpu_names(gpu: Any) -> list[str] | None:
+    return sorted(str(n) for n in gpu.get("names") or []) if isinstance(gpu, dict) else None
+
+
+def provenance(record: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """Where the record says its data came from (backend, host, GPUs) against what the trials file, which is
+    hashed, says: the servers' own `server_info` and the run's `environment` row. Empty when they agree; a
+    record from before `environment` rows is held to its servers' word only."""
+    out: list[str] = []
+    backend = record.get("backend")
+    env = record.get("environment") or {}
+    for served, why in sorted(_served_as(rows).items()):
+        if served != backend:
+            out.append(f"the record says backend {backend!r}, but {why}")
+    if env.get("backend") not in (None, backend):
+        out.append(f"the record says backend {backend!r} but its environment says {env.get('backend')!r}")
+    machines = [r for r in rows if r.get("kind") == "environment"]
+    if machines:
+        ran = machines[-1]  # the run that built the record wrote the last one (a resume adds its own)
+        told = ran.get("backend")
+        if env.get("launcher") not in (None, told):
+            out.append(f"the record says the framework started backend {env.get('launcher')!r}, but the trials' "
+                       f"environment row says {told!r}")
+        if backend not in (told, "sim"):
+            out.append(f"the record says backend {backend!r}, but the run was told to start {told!r}")
+        for key in ("host", "machine"):
+            if env.get(key) != ran.get(key):
+                out.append(f"the record says {key} {env.get(key)!r}, but the trials' environment row says "
+                           f"{ran.get(key)!r}")
+        if _gpu_names(env.get("gpu")) != _gpu_names(ran.get("gpu")):
+            out.append(f"the record says GPUs {_gpu_names(env.get('gpu'))}, but the trials' environment row says "
+                       f"{_gpu_names(ran.get('gpu'))}")
+    recorded = set(_gpu_names(env.get("gpu")) or [])
+    for r in rows:
+        hardware = (r.get("server_info") or {}).get("hardware") if r.get("kind") == "launch" else None
+        used = set((hardware or {}).get("gpu_names") or []) if isinstance(hardware, dict) else set()
+        if used and recorded and not used <= recorded:
+            out.append(f"launch {r.get('launch_id')}'s server ran on {sorted(used)}, which the record's GPUs "
+                       f"{sorted(recorded)} do not include")
+            break
+    return out
+
+
+# --------------------------------------------------------------------------- the anchor
+
+
+def anchor_problems(records: list[tuple[int, dict[str, Any] | None]], expect: str,
+                    count: int | None = None) -> list[Problem]:
+    """The ledger must still hold the record whose hash was noted outside it (`expect`, 12 or more hex digits;
+    at line `count` when a head file gave one); else it was rewritten since, or it is another ledger."""
+    expect = expect.strip().lower()
+    found = [(n, rec) for n, rec in records if rec is not None and str(rec.get("hash", "")).startswith(expect)]
+    if not found:
+        return [Problem(None, None, None, "anchor",
+                        f"no record has the noted head hash {expect[:12]}: the ledger was rewritten since the head "
+                        "was noted (or it is another ledger)")]
+    line, rec = found[0]
+    if count is not None and line != count:
+        return [Problem(line, rec.get("hash"), _name(rec), "anchor",
+                        f"the noted head {expect[:12]} was line {count}, but it is line {line} now: records before "
+                        "it were removed or inserted")]
+    return []
+
+
+def _name(rec: dict[str, Any]) -> str | None:
+    return (rec.get("hypothesis") or {}).get("name") if isinstance(rec.get("hypothesis"), dict) else None
+
+
+def read_anchor(value: str) -> tuple[str, int | None]:
+    """`expect_head=` as a hash, or as a head file (`{"count": n, "hash": h}`, e.g. one kept in git)."""
+    path = Path(value)
+    if len(value) < 200 and path.is_file():
+        try:
+            head = json.loads(path.read_text(encoding="utf-8"))
+            return str(head["hash"]), int(head["count"])
+        except (OSError, ValueError, KeyError, TypeError):
+            raise SpecError(value, "expect_head", "not a head file ({\"count\": N, \"hash\": SHA})") from None
+    if len(value) < 12 or any(c not in "0123456789abcdefABCDEF" for c in value):
+        raise SpecError("command line", "expect_head", "a record hash (at least 12 hex digits) or a head file")
+    return value, None
+
+
 # --------------------------------------------------------------------------- the audit
 
 
@@ -280,6 +382,7 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
                                f"{str(recorded)[:12]}, now {actual[:12]}"))
             return out, ""  # recomputing from altered data says nothing more
     rows = parse_trials(data, path)
+    out += [problem("provenance", d) for d in provenance(rec, rows)]
 
     try:
         _, dropped = distinct_rows(rows)
@@ -304,14 +407,19 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
     return out, todays_difference(rec, rows)
 
 
-def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER) -> AuditReport:
-    """Verify the chain, the trials files and every verdict; raise FileNotFoundError on a missing ledger."""
+def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER, expect_head: tuple[str, int | None] | None = None,
+          ) -> AuditReport:
+    """Verify the chain, the trials files and every verdict (and that the ledger still holds `expect_head`, a
+    hash noted outside it, with its line when known); raise FileNotFoundError on a missing ledger."""
     path = Path(ledger_path)
     if not path.is_file():
         raise FileNotFoundError(str(path))
     report = AuditReport(str(path), problems=ledger.verify_chain(path), head=ledger.head_of(path))
+    parsed = [(n, rec) for n, _, rec in ledger.lines(path)]
+    if expect_head is not None:
+        report.problems += anchor_problems(parsed, *expect_head)
     registrations: dict[str, dict[str, Any]] = {}
-    for n, _, rec in ledger.lines(path):
+    for n, rec in parsed:
         if rec is None:
             report.records.append(RecordRow(n, None, None, None, None, None))
             continue

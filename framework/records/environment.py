@@ -100,6 +100,12 @@ def gpu_info() -> dict[str, Any] | None:
     return parse_nvidia_smi(query, _run(["nvidia-smi"]))
 
 
+def machine() -> dict[str, Any]:
+    """Where the servers of a run are launched: host, architecture and GPUs (the trials file's `environment`
+    row, which `audit` holds the record's environment to)."""
+    return {"host": socket.gethostname(), "machine": platform.machine(), "gpu": gpu_info()}
+
+
 def fingerprint() -> dict[str, Any]:
     """Host, platform, Python, package versions, git state and GPU/driver/CUDA (null when absent)."""
     gpu = gpu_info()

@@ -19,13 +19,21 @@ How far the tamper evidence goes:
   Noting the head hash elsewhere (a commit message, a lab notebook, a ticket; ``audit`` prints it)
   closes that gap: any later ledger must still contain that hash at that position.
 
-Appends take an exclusive ``filelock`` on ``PATH.lock``, write the line with a single ``os.write``
-on an ``O_APPEND`` descriptor and ``fsync`` it, so concurrent writers interleave whole lines only
-and a crash never leaves a record half-chained.
+Appends take an exclusive ``filelock`` on ``PATH.lock``, write the line with ``os.write`` on an
+``O_APPEND`` descriptor, ``fsync`` it, read it back, and then replace the head file. A write that
+fails or comes up short (a full disk, a quota), a line that does not read back as written, or a
+head file that cannot be replaced truncates the ledger back to its size before the append, so it
+is exactly as it was and the caller gets one ``LedgerError`` line. Concurrent writers interleave
+whole lines only (they hold the lock), and a crash never leaves a record half-chained.
+
+A ledger written by an older version may end in a torn line (a short write it did not roll back):
+``verify_chain`` reports it as ``truncated`` with the byte offset to cut it at (``repair_hint``),
+and appends are refused until it is cut.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -240,13 +248,21 @@ def _write_head(path: Path, count: int, last_hash: str) -> None:
     head = Path(os.fspath(path) + ".head")
     tmp = head.with_name(head.name + ".tmp")
     data = json.dumps({"count": count, "hash": last_hash}, sort_keys=True).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, head)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, head)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     _fsync_dir(head.parent)
 
 
@@ -275,7 +291,8 @@ def append(path: str | Path, record: dict[str, Any] | BaseModel) -> dict[str, An
     with lock(path):
         last, complete = _last_line(path)
         if not complete:
-            raise LedgerError(f"{path}: the last line is incomplete (a torn write or a cut file); run audit")
+            raise LedgerError(f"{path}: the last line is incomplete (a torn write or a cut file); "
+                              f"`python -m framework audit ledger={path}` says how to repair it")
         prev = GENESIS
         if last is not None:
             try:
@@ -294,16 +311,45 @@ def append(path: str | Path, record: dict[str, Any] | BaseModel) -> dict[str, An
         count = (head["count"] if head is not None else _count_lines(path)) + 1
         stored = seal(record, prev)
         line = (canonical_json(stored) + "\n").encode("utf-8")
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        _append_line(path, line, lambda: _write_head(path, count, stored["hash"]))
+        return stored
+
+
+def _append_line(path: Path, line: bytes, then: Any) -> None:
+    """Append `line` whole, or leave the file exactly as it was: write, fsync, read back, then `then()`
+    (the head file); any failure truncates back to the size before and raises one LedgerError line."""
+    existed = path.exists()
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise LedgerError(f"{path}: cannot open the ledger to append ({exc.strerror}); "
+                          "the ledger is unchanged") from None
+    try:
+        size = os.fstat(fd).st_size
         try:
             written = os.write(fd, line)
-            if written != len(line):  # never seen on local files; refuse to leave it silently torn
-                raise LedgerError(f"{path}: short write ({written} of {len(line)} bytes)")
+            if written != len(line):
+                raise OSError(errno.ENOSPC, f"short write, {written} of {len(line)} bytes")
             os.fsync(fd)
-        finally:
-            os.close(fd)
-        _write_head(path, count, stored["hash"])
-        return stored
+            if os.pread(fd, len(line), size) != line:
+                raise OSError(errno.EIO, "the appended line does not read back as written")
+            then()
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            try:
+                os.ftruncate(fd, size)
+                if not existed:  # it did not exist before: leave none
+                    os.unlink(path)
+            except OSError as undo:  # nothing more can be done here: say exactly what is left
+                raise LedgerError(f"{path}: cannot append a record ({why}), and truncating it back to "
+                                  f"{size} bytes failed too ({undo.strerror}); run audit") from None
+            try:
+                os.fsync(fd)
+            except OSError:  # the size is right; only its durability is in doubt, as before the append
+                pass
+            raise LedgerError(f"{path}: cannot append a record ({why}); the ledger is unchanged") from None
+    finally:
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- verifying
@@ -335,7 +381,8 @@ def verify_chain(path: str | Path = DEFAULT_LEDGER) -> list[Problem]:
             obj = None
         if torn and n == len(raw_lines):
             problems.append(Problem(n, None, _name(obj if isinstance(obj, dict) else None), "truncated",
-                                    "the last line is incomplete: the file was cut or a write was torn"))
+                                    "the last line is incomplete: the file was cut or a write was torn; "
+                                    + repair_hint(path, len(data) - len(raw))))
             if not isinstance(obj, dict):
                 break
         if not isinstance(obj, dict):
@@ -364,6 +411,13 @@ def verify_chain(path: str | Path = DEFAULT_LEDGER) -> list[Problem]:
                                     f"records {head.get('count')} ending with {str(head.get('hash'))[:12]}: "
                                     "records were removed from the end, or the ledger or its head was rewritten"))
     return problems
+
+
+def repair_hint(path: str | Path, keep: int) -> str:
+    """How to cut a torn last line off: the whole records before it stay, and its run can record it again."""
+    return (f"to repair it, cut the ledger back to its last whole record: `truncate -s {keep} {path}` "
+            f"(keep a copy first); the torn record's run directory still holds its trials, and "
+            f"`run resume=DIR` records its verdict again")
 
 
 def head_of(path: str | Path) -> tuple[int, str | None]:

@@ -139,6 +139,21 @@ def check_or_amend(ledger_path: str | Path, hypothesis_path: str | Path, setting
         return ledger.append(ledger_path, rec)["hash"], True
 
 
+def in_force(ledger_path: str | Path, hypothesis_path: str | Path, settings: dict[str, Any],
+             allow_amend: bool) -> tuple[str, bool]:
+    """`check_or_amend` without writing, for a sweep job whose submitting process registered it: (hash of
+    the registration or amendment in force, whether it is an amendment this sweep may have made)."""
+    ref = hypothesis_ref(hypothesis_path)
+    reg, amendments = find_registration(ledger_path, ref.name)
+    now_in_force = current(reg, amendments) if reg is not None else None
+    if (now_in_force is None or now_in_force["hypothesis"].get("sha256") != ref.sha256
+            or now_in_force.get("analysis_sha256") != settings_sha256(settings)):
+        raise RegistrationChanged(
+            f"hypothesis {ref.name!r} as it is now ({hypothesis_path}) is not registered in {ledger_path}: the "
+            "process that submitted this sweep registers every job before it starts; was the file changed since?")
+    return now_in_force["hash"], bool(amendments) and allow_amend
+
+
 def analysis_settings(d: Any) -> dict[str, Any]:
     """What the decision rules depend on besides the data (of a `framework.core.spec.Design`): registered,
     and kept in every record.

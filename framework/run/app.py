@@ -10,10 +10,13 @@ is kept in :data:`framework.run.outcomes.OUTCOMES`.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -45,7 +48,20 @@ def run_command(args: list[str]) -> int:
             if resolved.wall_time.total_s >= walltime.NOTE_S:  # before a long run, how long it will take at least
                 print(f"note: {resolved.hypothesis.name}: {walltime.describe(resolved.wall_time)}", file=sys.stderr)
     sys.argv = ["python -m framework run", *args]
-    hydra_run()
+    try:
+        with _hydra_raises():
+            hydra_run()
+    except OSError as exc:  # Hydra's own files (the run directory, .hydra/) on a full or read-only disk
+        if exc.errno not in STORAGE_ERRNOS:
+            raise
+        run_dir = _hydra_output_dir(exc)
+        if run_dir is not None:
+            _remove_if_unused(run_dir)
+        print(f"error: {exc.filename or run_dir or 'the run directory'}: cannot write ({exc.strerror}); "
+              "nothing was run", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if OUTCOMES.unrecorded:  # a sweep job's record did not reach the ledger (each named above, with resume=)
+        return EXIT_BAD_INPUT
     return EXIT_NO_DATA if OUTCOMES.no_data else EXIT_OK
 
 
@@ -57,6 +73,35 @@ def output_root(args: list[str]) -> tuple[str, Path]:
     given = [a.removeprefix("+").removeprefix(key + "=") for a in args if a.removeprefix("+").startswith(key + "=")]
     path = given[-1] if given else ("multirun" if multirun else "outputs")
     return key, Path(path.split("${", 1)[0] or ".")
+
+
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EFBIG)
+
+
+def _hydra_output_dir(exc: BaseException) -> Path | None:
+    """The run directory Hydra was making when it failed: `output_dir` in its `run_job` frame, if it got there."""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "run_job" and "output_dir" in frame.f_locals:
+            return Path(str(frame.f_locals["output_dir"]))
+        tb = tb.tb_next
+    return None
+
+
+@contextlib.contextmanager
+def _hydra_raises() -> Iterator[None]:
+    """Hydra prints its own traceback for an exception and exits 1 unless HYDRA_FULL_ERROR is set; with it
+    set the exception reaches `run_command`, which turns a full disk into one line."""
+    before = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = before
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")

@@ -26,5 +26,6 @@ class RunContext:
     sim_coverage: dict[str, Any] | None = None  # what the sim does not model here (backend=sim only)
     progress: bool = True
     report: bool = True
+    ledger_writer: str = "job"  # "submitter": a sweep job on another process or node leaves it (run.handoff)
     extra: dict[str, Any] = field(default_factory=dict)
     redactor: Redactor = field(default_factory=Redactor)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 class Outcomes:
     no_data: list[str] = field(default_factory=list)  # run directories (or sweep jobs) that measured nothing
     resume_dir: str = ""  # what `resume=` takes for the run or sweep now running
+    unrecorded: list[str] = field(default_factory=list)  # sweep jobs whose records the submitter could not append
 
 
 OUTCOMES = Outcomes()

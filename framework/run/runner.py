@@ -14,22 +14,27 @@ Order of work for one run:
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.markup import escape
 
+from framework.core.trials import FORMAT, EnvironmentRow
+from framework.errors import LedgerError, StorageError
 from framework.execution import adapters
 from framework.execution.launcher import install_signal_handlers
 from framework.present.progress import make_console, print_noise, print_verdict_table
 from framework.present.report import summary_markdown, write_report
-from framework.records import ledger, registration
+from framework.records import environment, ledger, registration
 from framework.records.registration import analysis_settings
 from framework.records.trials import client_bottlenecks, late_client_reason
 from framework.run.context import RunContext
+from framework.run.handoff import submitter_appends, write_pending
 from framework.run.measure import measure
 from framework.run.record import build_record, server_info_of, timing
 from framework.run.redaction import Redactor, ledger_salt, secret_values
@@ -44,12 +49,14 @@ def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunConte
     if cwd is not None and not ledger_path.is_absolute():
         ledger_path = cwd / ledger_path
     resume = resume_dir(Path(cfg.resume), run_dir) if cfg.get("resume") else None
+    hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
     return RunContext(
         hypothesis=r.hypothesis, hypothesis_path=r.hypothesis_path, experiment=r.experiment, backend=r.backend,
         design=r.design, ledger=ledger_path, run_dir=run_dir,
         config=OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
         resume=resume, allow_amend=bool(cfg.allow_amend), sim_coverage=r.coverage,
         progress=bool(cfg.progress) and sys.stdout.isatty(), report=bool(cfg.report),
+        ledger_writer="submitter" if submitter_appends(hydra_cfg) else "job",
     )
 
 
@@ -57,10 +64,16 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     """Run the experiment for a resolved context; returns the verdict record as stored."""
     console = console or make_console()
     install_signal_handlers()
-    ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"{ctx.run_dir}: cannot create the run directory ({exc.strerror})") from None
     started = now_iso()
     settings = analysis_settings(ctx.design)
-    reg_hash, amended = registration.check_or_amend(ctx.ledger, ctx.hypothesis_path, settings, ctx.allow_amend)
+    if ctx.ledger_writer == "submitter":  # a sweep job: the submitting process registered it (run.handoff)
+        reg_hash, amended = registration.in_force(ctx.ledger, ctx.hypothesis_path, settings, ctx.allow_amend)
+    else:
+        reg_hash, amended = registration.check_or_amend(ctx.ledger, ctx.hypothesis_path, settings, ctx.allow_amend)
 
     secrets = tuple(secret_values(ctx.config.get("backend") or {}))
     if secrets:
@@ -75,6 +88,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     writer = TrialsWriter(ctx.run_dir / "trials.jsonl", ctx.redactor)
     try:
         reused, attempts = reuse(ctx, writer)
+        write_environment(writer, ctx.backend.name)
         measured = measure(ctx, writer, reused, attempts, console)
     finally:
         writer.close()
@@ -92,16 +106,71 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
                       style="yellow", highlight=False)
     record = build_record(ctx, writer, measured, settings, reg_hash=reg_hash, amended=amended, lag=lag,
                           started=started, previous=previous, adapter=adapter)
-    stored = ledger.append(ctx.ledger, ctx.redactor.scrub(record.to_json_dict()))
-    (ctx.run_dir / "verdict.json").write_text(json.dumps(stored, indent=2) + "\n", encoding="utf-8")
-    (ctx.run_dir / "summary.md").write_text(summary_markdown(stored), encoding="utf-8")
-    print_noise(console, stored)
-    print_verdict_table(console, stored)
-    if ctx.report:
-        try:
-            write_report(ctx.run_dir)
-        except Exception as exc:  # a report is a convenience; the verdict is already safe
-            console.print(f"[yellow]report not written: {escape(str(exc))}[/yellow]")
-    ctx.redactor.scrub_tree(ctx.run_dir)  # server logs, .hydra/ (a key set in a config file), the report
+    unsealed = ctx.redactor.scrub(record.to_json_dict())
+    if ctx.ledger_writer == "submitter":
+        write_pending(ctx.run_dir, ctx.ledger, unsealed)
+        _write_outputs(ctx, unsealed, console)
+        console.print(escape(f"ledger: {ctx.ledger} (the process that submitted the sweep appends this record)  "
+                             f"run: {ctx.run_dir}"), highlight=False)
+        return unsealed
+    try:
+        stored = ledger.append(ctx.ledger, unsealed)
+    except LedgerError as exc:  # the ledger is as it was; keep what can be kept and say how to record it
+        kept = _write_outputs(ctx, unsealed, console)
+        where = (f"{', '.join(kept)} (without a ledger hash) are in {ctx.run_dir}" if kept else
+                 f"nothing more could be written to {ctx.run_dir}")
+        raise LedgerError(f"{exc}; the verdict is not in the ledger: {where}; free space and record it "
+                          f"with resume={ctx.run_dir}") from None
+    _write_outputs(ctx, stored, console)
     console.print(escape(f"ledger: {ctx.ledger}  run: {ctx.run_dir}"), highlight=False)
     return stored
+
+
+def write_environment(writer: TrialsWriter, backend: str) -> None:
+    """The trials' `environment` row (where this run launches its servers), before its first launch; a resume
+    into the run's own directory on the same machine finds it there already and writes nothing."""
+    here = {"backend": backend, **environment.machine()}
+    last = next((r for r in reversed(writer.rows) if r.get("kind") == "environment"), None)
+    if last is None or any(last.get(k) != v for k, v in here.items()):
+        writer.write(EnvironmentRow(format=FORMAT, written=now_iso(), **here).to_json())
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Replace `path` with `text` or leave it as it was (a full disk never leaves half a verdict.json)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write_outputs(ctx: RunContext, record: dict[str, Any], console: Console) -> list[str]:
+    """`verdict.json`, `summary.md`, the tables and the report; the names of those written. A record
+    without its ledger hash is one the ledger does not hold (yet): resume does not take it as a verdict."""
+    kept: list[str] = []
+    try:
+        _write_whole(ctx.run_dir / "verdict.json", json.dumps(record, indent=2) + "\n")
+        kept.append("verdict.json")
+        (ctx.run_dir / "summary.md").write_text(summary_markdown(record), encoding="utf-8")
+        kept.append("summary.md")
+    except OSError as exc:
+        safe = (f"the verdict is in the ledger as {record['hash'][:12]}" if record.get("hash") else
+                "the verdict is not in the ledger")
+        console.print(escape(f"warning: {ctx.run_dir}: cannot write {'summary.md' if kept else 'verdict.json'} "
+                             f"({exc.strerror}); {safe}"), style="yellow", highlight=False)
+    print_noise(console, record)
+    print_verdict_table(console, record)
+    if ctx.report and kept:
+        try:
+            write_report(ctx.run_dir)
+            kept.append("the report")
+        except Exception as exc:  # a report is a convenience; the verdict is already safe
+            console.print(f"[yellow]report not written: {escape(str(exc))}[/yellow]")
+    try:
+        ctx.redactor.scrub_tree(ctx.run_dir)  # server logs, .hydra/ (a key set in a config file), the report
+    except OSError as exc:
+        console.print(escape(f"warning: {ctx.run_dir}: cannot redact its files ({exc.strerror})"), style="yellow",
+                      highlight=False)
+    return kept

@@ -37,8 +37,11 @@ prediction (or job) whose adjusted test does not reject becomes `inconclusive`; 
 `inconclusive` are kept. Predictions without a p-value (e.g. launch outcomes) stay out of the family.
 
 `summarize` is the pure part (records in, summary dict out); `write_summary`, `load_sweep` and the
-callback do the I/O. Jobs without a `verdict.json` (the job failed, or never started) are rows
-with status `failed`.
+callback do the I/O. When the jobs run in other processes or on other nodes (any launcher but Hydra's
+in-process one; SLURM through submitit), the callback is also the sweep's only ledger writer: it
+registers every job's hypothesis before the jobs start and appends the records they return, in job
+order, before the summary (:mod:`framework.run.handoff`). Jobs without a `verdict.json` (the job
+failed, or never started) are rows with status `failed`.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from omegaconf import DictConfig, OmegaConf
 from framework.analysis.sweep import summarize
 from framework.present.sweep import print_summary, to_markdown
 from framework.records.trials import read_json_object
+from framework.run.handoff import pending_dirs, record_pending, register_jobs, submitter_appends
 from framework.run.outcomes import OUTCOMES
 
 SUMMARY_JSON = "sweep_summary.json"
@@ -172,6 +176,8 @@ class SweepSummary(Callback):
 
         self._pending = config
         atexit.register(self._at_exit)
+        if submitter_appends(config.hydra):  # jobs run elsewhere: registrations first, from here (run.handoff)
+            register_jobs(config, expected_jobs(config) or [])
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._pending = None
@@ -206,6 +212,10 @@ class SweepSummary(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir))
         if not sweep_dir.is_dir():
             return
+        if submitter_appends(config.hydra):  # the jobs' records, appended here and only here (run.handoff)
+            for line in record_pending(pending_dirs(sweep_dir)):
+                print(f"error: {line}", file=sys.stderr)
+                OUTCOMES.unrecorded.append(line)
         summary = write_summary(sweep_dir, method, alpha, expected=expected_jobs(config))
         print(f"Sweep summary: {sweep_dir / SUMMARY_MD}")
         empty = [r for r in summary["jobs"] if r.get("no_data")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -12,7 +13,7 @@ from typing import Any, Iterable
 from omegaconf import OmegaConf
 
 from framework.core.trials import Trials
-from framework.errors import ConfigError
+from framework.errors import ConfigError, StorageError
 from framework.records.trials import read_json_object, read_trials
 from framework.run.context import RunContext
 from framework.run.redaction import Redactor
@@ -22,31 +23,69 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 class TrialsWriter:
-    """Append-only JSONL, one line per event, flushed at once (threads share it under a lock)."""
+    """Append-only JSONL, one line per event, written at once (threads share it under a lock).
+
+    Each line goes out in one ``os.write``; a write that fails or comes up short (a full disk) is cut
+    back, so the file holds whole rows only, and the writer refuses every later row with the same
+    StorageError, naming the directory to resume from. A resume reuses every launch that completed.
+    """
 
     def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
         self.path = path
         self.redactor = redactor or Redactor()
         self._lock = threading.Lock()
-        self._f = open(path, "a", encoding="utf-8")
+        self.failed: StorageError | None = None
+        try:
+            self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StorageError(f"{path}: cannot create the trials file ({exc.strerror})") from None
         self.rows: list[dict[str, Any]] = []
+
+    def _refuse(self, why: str) -> StorageError:
+        run_dir = self.path.parent
+        self.failed = StorageError(
+            f"{self.path}: cannot write a trial row ({why}); the file holds whole rows only; "
+            f"free space and resume with resume={run_dir}")
+        return self.failed
 
     def write(self, row: dict[str, Any]) -> None:
         row = self.redactor.scrub(row)
-        line = json.dumps(row, separators=(",", ":"), sort_keys=True) + "\n"
+        line = (json.dumps(row, separators=(",", ":"), sort_keys=True) + "\n").encode("utf-8")
         with self._lock:
-            self._f.write(line)
-            self._f.flush()
+            if self.failed is not None:
+                raise self.failed
+            assert self._fd is not None, "write after close"
+            size = os.fstat(self._fd).st_size
+            try:
+                written = os.write(self._fd, line)
+                if written != len(line):
+                    raise OSError(errno.ENOSPC, f"short write, {written} of {len(line)} bytes")
+            except OSError as exc:
+                try:
+                    os.ftruncate(self._fd, size)
+                except OSError:
+                    pass
+                raise self._refuse(exc.strerror or str(exc)) from None
             self.rows.append(row)
 
     def sync(self) -> None:
         with self._lock:
-            self._f.flush()
-            os.fsync(self._f.fileno())
+            if self._fd is None:
+                return
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                if self.failed is None:
+                    raise self._refuse(exc.strerror or str(exc)) from None
 
     def close(self) -> None:
-        self.sync()
-        self._f.close()
+        try:
+            self.sync()
+        finally:
+            with self._lock:
+                if self._fd is not None:
+                    os.close(self._fd)
+                    self._fd = None
 
 def completed_launches(rows: Iterable[dict[str, Any]], requests_n: int) -> dict[str, list[dict[str, Any]]]:
     """Launches whose outcome is complete: a start-up failure, or a finished workload.
@@ -101,4 +140,5 @@ def reuse(ctx: RunContext, writer: TrialsWriter) -> tuple[set[str], dict[str, in
 def previous_verdict(ctx: RunContext) -> dict[str, Any] | None:
     """The verdict record of the run being resumed, if it already had one."""
     rec = read_json_object(ctx.resume / "verdict.json") if ctx.resume is not None else None
-    return rec if rec is not None and rec.get("kind") == "verdict" else None
+    # a record without its ledger hash never reached the ledger (a full disk, or a sweep not yet recorded)
+    return rec if rec is not None and rec.get("kind") == "verdict" and rec.get("hash") else None

@@ -315,7 +315,8 @@ def test_sequential_run_stops_at_its_first_deciding_look_says_why_and_audits_cle
     rows = [json.loads(line) for line in (Path(record["run_dir"]) / "trials.jsonl").read_text().splitlines()]
     replicate = {r["launch_id"]: r["replicate"] for r in rows if r["kind"] == "launch"}
     for lk in looks:
-        seen = [r for r in rows if replicate[r["launch_id"]] < lk["launches_per_condition"]]
+        seen = [r for r in rows if r.get("launch_id") in replicate
+                and replicate[r["launch_id"]] < lk["launches_per_condition"]]
         _, stop, _ = sequential_look(h, seen, look=lk["look"], max_looks=5, alpha=0.05)
         assert stop == lk["stop"], lk
     audit = framework("audit", cwd=workdir)

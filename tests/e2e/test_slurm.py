@@ -1,4 +1,5 @@
-"""A two-job sweep of the real app through the submitit SLURM launcher, on a real SLURM cluster.
+"""A two-job sweep of the real app through the submitit SLURM launcher, on a real SLURM cluster: the jobs
+return their records and only the submitting process writes the ledger (framework/run/handoff.py).
 
 Needs a reachable cluster with a `debug` partition, e.g. the single-node one of
 `bash .ci/slurm/start.sh` (as root); skipped with the reason otherwise. The jobs run on the
@@ -74,6 +75,21 @@ def test_two_job_sweep_runs_as_a_slurm_job_array(slurm: None, tmp_path: Path) ->
     verdicts = [r for r in lines if r.get("kind") == "verdict"]
     assert sorted(r["hypothesis"]["name"] for r in verdicts) == sorted(HYPOTHESES)
     assert all(r["verdict"] in ("supported", "refuted", "inconclusive") for r in verdicts)
+
+    # Only the submitting process wrote the ledger: it registered both hypotheses before the array started
+    # and appended the records the jobs returned; each job's verdict.json is the record as stored.
+    assert [r["kind"] for r in lines] == ["registration", "registration", "verdict", "verdict"]
+    started = min(r["started"] for r in verdicts)
+    assert all(r["registered"] < started for r in lines if r["kind"] == "registration")
+    job_logs = " ".join(" ".join(p.read_text(errors="replace").split()) for p in sweep.glob(".submitit/*/*_log.out"))
+    assert job_logs.count("the process that submitted the sweep appends this record") == 2, job_logs[-3000:]
+    jobs = [p.parent for p in sweep.glob("*/verdict.json")]
+    assert len(jobs) == 2 and not list(sweep.rglob("ledger_pending.json"))
+    assert sorted(json.loads((j / "verdict.json").read_text())["hash"] for j in jobs) == sorted(
+        r["hash"] for r in verdicts)
+    audit = subprocess.run([sys.executable, "-m", "framework", "audit", f"ledger={ledger}"], cwd=REPO,
+                           capture_output=True, text=True, timeout=300)
+    assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-2000:]
 
     # The sweep summary, written by the callback in the submitting process.
     summary = json.loads((sweep / "sweep_summary.json").read_text())

@@ -200,3 +200,61 @@ def _append_expecting_timeout(path: str) -> None:
     except LedgerError as exc:
         raise SystemExit(0 if "held the ledger lock for more than 0.2 s" in str(exc) else 1) from None
     raise SystemExit(2)
+
+
+def _state(path: Path) -> tuple[bytes, bytes]:
+    return path.read_bytes(), Path(str(path) + ".head").read_bytes()
+
+
+def test_a_short_write_leaves_the_ledger_exactly_as_it_was(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "v.jsonl"
+    _fill(path, 2)
+    before = _state(path)
+    real_write = ledger.os.write
+    monkeypatch.setattr(ledger.os, "write", lambda fd, data: real_write(fd, data[: len(data) // 3]))
+    with pytest.raises(LedgerError, match="short write, .*the ledger is unchanged"):
+        ledger.append(path, {"kind": "note", "i": 99})
+    monkeypatch.undo()
+    assert _state(path) == before and ledger.verify_chain(path) == []
+    ledger.append(path, {"kind": "note", "i": 3})  # and the next append chains on as usual
+    assert ledger.verify_chain(path) == [] and ledger.head_of(path)[0] == 3
+
+
+def test_a_failed_head_update_takes_the_line_back(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "v.jsonl"
+    _fill(path, 2)
+    before = _state(path)
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ledger.os, "replace", full)
+    with pytest.raises(LedgerError, match="No space left on device.*the ledger is unchanged"):
+        ledger.append(path, {"kind": "note", "i": 99})
+    monkeypatch.undo()
+    assert _state(path) == before and not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_failed_first_append_leaves_no_ledger(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "v.jsonl"
+    monkeypatch.setattr(ledger.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(122, "Disk quota exceeded")))
+    with pytest.raises(LedgerError, match="Disk quota exceeded"):
+        ledger.append(path, {"kind": "note"})
+    assert not path.exists()
+
+
+def test_a_torn_last_line_from_an_older_version_is_named_with_its_repair(tmp_path: Path) -> None:
+    import subprocess
+
+    path = tmp_path / "v.jsonl"
+    _fill(path, 2)
+    whole = path.stat().st_size
+    with open(path, "ab") as f:  # what 0.1's short write left: part of a line, the head file not updated
+        f.write(b'{"kind":"verdict","hypothesis":{"name":"h0"},"x":')
+    problems = ledger.verify_chain(path)
+    torn = [p for p in problems if p.kind == "truncated"]
+    assert torn and f"truncate -s {whole} {path}" in torn[0].message and "resume=DIR" in torn[0].message
+    with pytest.raises(LedgerError, match="says how to repair it"):
+        ledger.append(path, {"kind": "note"})
+    subprocess.run(["truncate", "-s", str(whole), str(path)], check=True)  # the repair it names
+    assert ledger.verify_chain(path) == []
