@@ -35,12 +35,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from framework.core.spec import Workload
 from framework.execution.client import run_workload
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
 from framework.servers.sim import model
 from framework.servers.sim.args import parse_server_args
+from framework.servers.sim.expected import expected_metrics
 from framework.servers.sim.profile import load_profile
-from framework.core.spec import Workload
 
 PROFILE = "rtx_pro_6000_tp8"
 FLAGS = ["--tp-size", "8", "--mem-fraction-static", "0.85", "--cuda-graph-max-bs", "16"]  # the seed's experiment
@@ -111,7 +112,7 @@ def run(concurrency: int, speedup: float, requests_n: int, workdir: Path, open_l
     expected = None
     ok = [r for r in rows if r["ok"]]
     if not open_loop and ok:  # the planning model's means against the launch's (noise off: equal)
-        e = model.expected_metrics(PROFILE, FLAGS + ["--sim-noise-scale", "0"], 128, 256, concurrency,
+        e = expected_metrics(PROFILE, FLAGS + ["--sim-noise-scale", "0"], 128, 256, concurrency,
                                    requests=requests_n, warmup=concurrency)
         expected = {m: statistics.mean(r[m] for r in ok) / e[m] - 1 for m in ("ttft_s", "e2e_s", "decode_tok_s")}
     return {"errs": errs, "batch_bias": batch_bias, "n": len(batches), "by_index": by_index,

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from cli_helpers import ROOT, framework, ledger_records
 
-from framework.servers.sim import model
+from framework.servers.sim.expected import expected_metrics
 
 FLAGS = ["--tp-size", "8", "--mem-fraction-static", "0.85", "--cuda-graph-max-bs", "16"]  # the experiment's
 
@@ -29,7 +29,7 @@ def test_ttft_grows_4x_from_128_to_1024_prompt_tokens_at_the_default_speedup(wor
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     rec = ledger_records(workdir / "verdicts.jsonl")[-1]
     (p,) = rec["predictions"]
-    true_ratio = (model.expected_metrics("rtx_pro_6000_tp8", FLAGS, 1024, 8)["ttft_s"]
-                  / model.expected_metrics("rtx_pro_6000_tp8", FLAGS, 128, 8)["ttft_s"])  # 4.29
+    true_ratio = (expected_metrics("rtx_pro_6000_tp8", FLAGS, 1024, 8)["ttft_s"]
+                  / expected_metrics("rtx_pro_6000_tp8", FLAGS, 128, 8)["ttft_s"])  # 4.29
     assert abs(p["estimate"] / true_ratio - 1) < 0.05, (p["estimate"], true_ratio)
     assert p["verdict"] == "supported" and rec["backend"].startswith("sim")

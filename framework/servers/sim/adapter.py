@@ -103,7 +103,8 @@ def marks(h: Hypothesis, prediction: dict[str, Any], lag: dict[str, Any]) -> lis
 def plan_assumptions(h: Hypothesis, exp: Experiment, *,
                      measurement: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
     """The sim's model of the profile as `plan`'s / `plan_anytime`'s keyword arguments, and a line saying so."""
-    from framework.servers.sim.model import expected_metrics, request_log_sd
+    from framework.servers.sim.expected import expected_metrics
+    from framework.servers.sim.model import request_log_sd
 
     means: dict[int, float] = {}
     sd_req: dict[int, float] = {}

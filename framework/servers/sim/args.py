@@ -1,7 +1,7 @@
 """The simulated server's command line: all of SGLang 0.5.9's flags, resolved as SGLang resolves them.
 
 One parser serves the CLI (``python -m framework.servers.sim``), the pure planning helper
-(:func:`framework.servers.sim.model.expected_metrics`) and the pre-launch check of a hypothesis
+(:func:`framework.servers.sim.expected.expected_metrics`) and the pre-launch check of a hypothesis
 (:mod:`framework.servers.sim.coverage`), so a flag means the same thing everywhere. The flags come from
 the generated table (:mod:`framework.servers.sim.flags`); :class:`SimServerArgs` is the part the
 performance model reads, plus the full resolved ServerArgs (``server_args``) that

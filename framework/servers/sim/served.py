@@ -6,7 +6,7 @@ predecessor ended. With the noise model off that schedule depends on nothing but
 flags and the workload, so this module runs it step for step as the engine does (prefill every
 ready request together, else one decode or verify step over the running batch; at most
 ``--max-running-requests`` admitted; requests ready together in arrival, then plan order) and
-returns the rows the client would record. :func:`framework.servers.sim.model.expected_metrics`
+returns the rows the client would record. :func:`framework.servers.sim.expected.expected_metrics`
 reads its figures from them, so ``plan`` plans for what a launch measures (tests/servers/sim/test_served.py
 compares the two). Pure: no I/O, no clock.
 """

@@ -13,6 +13,7 @@ from conftest import spawn, stop, wait_ready
 
 from framework.servers.api import tokens
 from framework.servers.sim import model
+from framework.servers.sim.expected import expected_metrics
 from framework.servers.sim.profile import load_profile
 
 E3 = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
@@ -56,7 +57,7 @@ def test_chat_ttft_as_a_vllm_style_client_measures_it(sim):
     first_t, first = events[0]
     assert first["choices"][0]["delta"].get("role") == "assistant"
     n_prompt = tokens.count_text_tokens("word " * 100) + 4
-    expected = model.expected_metrics("rtx_pro_6000_tp8", ["--tp-size", "8", *E3, "--sim-noise-scale", "0"],
+    expected = expected_metrics("rtx_pro_6000_tp8", ["--tp-size", "8", *E3, "--sim-noise-scale", "0"],
                                       n_prompt, 16)["ttft_s"]
     # the role chunk now comes with the first token, after prefill (it came before prefill: TTFT -99%)
     assert first["sim_model_t"] == pytest.approx(expected, rel=1e-6)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from framework.servers.sim import model
 from framework.servers.sim.args import parse_server_args
+from framework.servers.sim.expected import expected_metrics
 from framework.servers.sim.profile import ProfileError, available_profiles, load_profile, resolve_profile_path
 
 E3 = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d", "--speculative-num-steps", "3",
@@ -19,7 +20,7 @@ SEED = [([], 92.6), (FUSION, 92.7), (E3, 54.1), (E3 + FUSION, 96.1)]
 
 @pytest.mark.parametrize("flags,target", SEED)
 def test_seed_numbers_from_expected_metrics(flags, target):
-    m = model.expected_metrics("rtx_pro_6000_tp8", flags, prompt_tokens=128, output_tokens=256)
+    m = expected_metrics("rtx_pro_6000_tp8", flags, prompt_tokens=128, output_tokens=256)
     assert m["decode_tok_s"] == pytest.approx(target, rel=0.005)
 
 
@@ -76,18 +77,18 @@ def test_batching_increases_step_time_and_cuda_graph_limit(flags):
 
 
 def test_ttft_is_prefill_scale():
-    m = model.expected_metrics("rtx_pro_6000_tp8", [], 128, 256)
+    m = expected_metrics("rtx_pro_6000_tp8", [], 128, 256)
     assert 0.03 < m["ttft_s"] < 0.08
-    assert model.expected_metrics("rtx_pro_6000_tp8", [], 1024, 256)["ttft_s"] > m["ttft_s"]
+    assert expected_metrics("rtx_pro_6000_tp8", [], 1024, 256)["ttft_s"] > m["ttft_s"]
 
 
 def test_expected_metrics_concurrency_and_noise_fields():
-    one = model.expected_metrics("rtx_pro_6000_tp8", E3 + FUSION, 128, 256)
-    many = model.expected_metrics("rtx_pro_6000_tp8", E3 + FUSION, 128, 256, concurrency=8)
+    one = expected_metrics("rtx_pro_6000_tp8", E3 + FUSION, 128, 256)
+    many = expected_metrics("rtx_pro_6000_tp8", E3 + FUSION, 128, 256, concurrency=8)
     assert many["decode_tok_s"] < one["decode_tok_s"]
     assert one["launch_log_sd"] == pytest.approx(0.006) and one["request_log_sd"] == pytest.approx(0.004)
     assert one["accept_length"] == pytest.approx(2.35)
-    quiet = model.expected_metrics("rtx_pro_6000_tp8", E3 + ["--sim-noise-scale", "0"], 128, 256)
+    quiet = expected_metrics("rtx_pro_6000_tp8", E3 + ["--sim-noise-scale", "0"], 128, 256)
     assert quiet["launch_log_sd"] == 0 and quiet["slow_launch_prob"] == 0
 
 

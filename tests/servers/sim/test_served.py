@@ -15,6 +15,7 @@ from framework.core.workload import Workload, total_requests
 from framework.servers.api.request import LoopTag, SimRequest
 from framework.servers.sim import model
 from framework.servers.sim.engine import Engine
+from framework.servers.sim.expected import expected_metrics
 from framework.servers.sim.profile import load_profile
 
 EAGLE = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d", "--speculative-num-steps", "3",
@@ -102,7 +103,7 @@ def test_expected_metrics_equal_what_the_engine_serves(case):
     measured = [r for r in rows if r["phase"] == "measured"]
     served = {k: float(np.mean([r[k] for r in measured if r.get(k) is not None])) for k in FIGURES[:5]}
     served.update({k: metrics.launch_value(k, rows) for k in FIGURES[5:]})
-    expected = model.expected_metrics(profile, [*flags, "--tp-size", "8"], prompt, output, concurrency,
+    expected = expected_metrics(profile, [*flags, "--tp-size", "8"], prompt, output, concurrency,
                                       requests=requests, warmup=warmup)
     for key in FIGURES:
         want, got = expected[key], served[key]

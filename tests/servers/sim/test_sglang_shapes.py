@@ -35,9 +35,6 @@ REAL_ONLY_USAGE = {"prompt_tokens_details", "reasoning_tokens"}
 REAL_ONLY_BODY = {"completions": {"metadata"},
                   "get_model_info": {"architectures", "has_audio_understanding", "has_image_understanding",
                                      "model_type"}}
-# streams whose request asked `stream_options.continuous_usage_stats`: SGLang puts usage on every chunk,
-# the sim only on the final usage chunk
-PER_CHUNK_USAGE = {"completions_stream"}
 # a bad value SGLang checks in its own code and the sim in its pydantic models: same status, other words
 OTHER_ERROR_ENVELOPE = {"error_generate_bad_max_new_tokens"}
 
@@ -120,10 +117,8 @@ def compare_event(name: str, real: dict, got: dict) -> None:
         assert len(got["output_ids"]) == len(real["output_ids"])
         return
     assert set(got) - set(real) <= SIM_CHUNK and set(real) <= set(got)
-    if name in PER_CHUNK_USAGE and real["choices"]:
-        assert real.get("usage") and got.get("usage") is None
-    else:
-        assert (got.get("usage") is None) == (real.get("usage") is None)
+    # usage on every chunk where the request asked `stream_options.continuous_usage_stats`, as SGLang does
+    assert (got.get("usage") is None) == (real.get("usage") is None)
     if real.get("usage") and got.get("usage"):
         assert set(real["usage"]) - set(got["usage"]) <= REAL_ONLY_USAGE
         assert got["usage"]["completion_tokens"] == real["usage"]["completion_tokens"]
