@@ -13,6 +13,7 @@ import math
 import re
 from pathlib import Path
 
+import pytest
 from cli_helpers import ROOT, framework, no_servers_left
 
 from framework.analysis import planning
@@ -53,6 +54,7 @@ def _launches(text: str) -> int:
     return int(found.group(1))
 
 
+@pytest.mark.e2e
 def test_plan_probes_the_sims_measurement_noise_and_plans_with_it(workdir):
     (workdir / "hyp").mkdir()
     (workdir / "hyp" / "probe_tiny.yaml").write_text(HYPOTHESIS)

@@ -204,6 +204,7 @@ def test_bad_yaml_exits_2_without_a_traceback_as_a_process(workdir):
     assert not (workdir / "outputs").exists()
 
 
+@pytest.mark.e2e
 def test_main_command_supports_the_seed_hypothesis_and_records_everything(workdir):
     """The product's main job, exactly as a new user types it (default design and speed-up)."""
     out = framework("run", "hypothesis=eagle3_allreduce", cwd=workdir)
@@ -237,6 +238,7 @@ def test_main_command_supports_the_seed_hypothesis_and_records_everything(workdi
     assert (run_dir / ".hydra" / "config.yaml").exists() and (run_dir / "report.html").exists()
 
 
+@pytest.mark.e2e
 def test_a_false_prediction_is_refuted(workdir):
     # A claim far from the truth (fusion is neutral for baseline decode, ratio 1.00): refuting "at least
     # 50% faster" needs the upper bound below 1.5, i.e. a per-launch log sd below ~0.23 at 3 launches
@@ -254,6 +256,7 @@ def test_a_false_prediction_is_refuted(workdir):
     assert verdict_of(record, "fusion_speeds_baseline")["estimate"] == pytest.approx(1.0, abs=0.03)
 
 
+@pytest.mark.e2e
 def test_too_few_launches_is_inconclusive(workdir):
     out = framework("run", "hypothesis=eagle3_allreduce", "design.launches=1", "design.sequential=false",
                     "design.requests=1", *FAST, cwd=workdir)
@@ -289,6 +292,7 @@ design: {launches: 6, requests: 1, warmup: 0, seed: 5363}
 """
 
 
+@pytest.mark.e2e
 def test_sequential_run_stops_at_its_first_deciding_look_says_why_and_audits_clean(workdir):
     from framework.analysis.verdicts import sequential_look
     from framework.core.spec import Hypothesis
@@ -323,6 +327,7 @@ def test_sequential_run_stops_at_its_first_deciding_look_says_why_and_audits_cle
     assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-2000:]
 
 
+@pytest.mark.e2e
 def test_cuda13_hypothesis_registered_refused_when_changed_then_amended_and_supported(workdir):
     hyp = workdir / "hyp"
     hyp.mkdir()

@@ -40,6 +40,7 @@ CASES = [  # the verdicts are the sim's business; what is checked is the path fr
 ]
 
 
+@pytest.mark.e2e
 def test_launch_metric_predictions_run_and_audit_clean(workdir):
     """One sweep over three hypotheses (one Hydra process): a percentile, a throughput and goodput."""
     hyp = workdir / "hyp"

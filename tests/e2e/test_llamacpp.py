@@ -1,7 +1,8 @@
 """Real llama.cpp servers (llama-cpp-python), launched and classified by the framework.
 
-Marker `llamacpp`: part of the default `python -m pytest -q` whenever llama-cpp-python[server] and
-gguf are installed (`.ci/run` installs them), skipped with the reason otherwise. The model is the
+Marker `llamacpp`: left out of the default `python -m pytest -q`; `python -m pytest -q -m llamacpp` runs
+it (`.ci/run` does, after installing llama-cpp-python[server] and gguf), skipped with the reason when
+they are absent. The model is the
 seeded tiny Llama (framework.assets.tiny_gguf), generated once per module in a second or two.
 """
 

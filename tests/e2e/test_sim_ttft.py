@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from cli_helpers import ROOT, framework, ledger_records
 
@@ -13,6 +14,7 @@ from framework.servers.sim.expected import expected_metrics
 FLAGS = ["--tp-size", "8", "--mem-fraction-static", "0.85", "--cuda-graph-max-bs", "16"]  # the experiment's
 
 
+@pytest.mark.e2e
 def test_ttft_grows_4x_from_128_to_1024_prompt_tokens_at_the_default_speedup(workdir: Path):
     hyp = {"name": "ttft_prompt_length", "statement": "TTFT grows at least 3x from 128- to 1024-token prompts",
            "experiment": "rtx_pro_6000_tp8", "metric": "ttft_s",

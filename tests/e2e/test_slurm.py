@@ -49,6 +49,7 @@ def slurm() -> None:
         pytest.skip(problem)
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(900)
 def test_two_job_sweep_runs_as_a_slurm_job_array(slurm: None, tmp_path: Path) -> None:
     ledger = tmp_path / "verdicts.jsonl"

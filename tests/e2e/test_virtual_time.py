@@ -76,6 +76,7 @@ HYPOTHESIS = {
 }
 
 
+@pytest.mark.e2e
 def test_a_16_stream_hypothesis_gives_the_same_estimates_at_speedup_1_and_20_under_load(workdir, busy):
     (workdir / "hypotheses").mkdir()
     (workdir / "hypotheses" / "ttft_under_load.yaml").write_text(yaml.safe_dump(HYPOTHESIS, sort_keys=False))

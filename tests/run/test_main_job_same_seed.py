@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from cli_helpers import framework, ledger_records, no_servers_left
 
 from framework.analysis import rules
@@ -26,6 +27,7 @@ V2_ESTIMATES = {"neutral_for_baseline": 0.9995530226862268, "helps_eagle3": 1.76
                 "helps_eagle3_more_than_baseline": 1.7658505445712498}
 
 
+@pytest.mark.e2e
 def test_the_main_job_repeats_its_estimates_for_seed_1(workdir: Path) -> None:
     result = framework("run", "hypothesis=eagle3_allreduce", "design.seed=1", "ledger=verdicts.jsonl", cwd=workdir)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from cli_helpers import ROOT, framework, ledger_records
 
 FAST = ["backend.speedup=20", "report=false"]
@@ -28,6 +29,7 @@ design: {{launches: 2, requests: 2, warmup: 0}}
     return ["hypothesis=nd", f"paths.hypotheses={hyp}", f"paths.experiments={ROOT / 'experiments'}", *FAST]
 
 
+@pytest.mark.e2e
 def test_a_condition_whose_every_launch_timed_out_is_no_data_exit_3(workdir):
     out = framework("run", *_two_levels(workdir, "{server_args: [--sim-fault-hang-before-ready]}"),
                     "backend.ready_timeout_s=3", cwd=workdir)

@@ -6,6 +6,7 @@ import json
 import stat
 from pathlib import Path
 
+import pytest
 from cli_helpers import ROOT, framework, ledger_records, starts_hypothesis
 
 from framework.core.design import conditions
@@ -71,6 +72,7 @@ def test_a_short_api_key_is_refused_before_anything_starts(workdir):
     assert not (workdir / "outputs").exists()
 
 
+@pytest.mark.e2e
 def test_a_planted_key_is_in_no_file_a_run_writes(workdir):
     hyp = workdir / "hyp"
     hyp.mkdir()

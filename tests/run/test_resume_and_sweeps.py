@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from cli_helpers import framework, ledger_records, no_servers_left, run_env
 
 from framework.stats.extension import inflated_alpha
@@ -35,6 +36,7 @@ def complete_launches(trials: Path, requests: int) -> list[str]:
     return done
 
 
+@pytest.mark.e2e
 def test_sigkill_then_resume_reuses_completed_launches(workdir):
     run1 = workdir / "run1"
     args = ["hypothesis=eagle3_allreduce", "design.launches=2", "design.sequential=false", "design.requests=1", "design.warmup=0",
@@ -109,6 +111,7 @@ def test_sigkill_then_resume_reuses_completed_launches(workdir):
     assert framework("audit", cwd=workdir).returncode == 0
 
 
+@pytest.mark.e2e
 def test_joblib_multirun_two_hypotheses_one_ledger_and_a_sweep_summary(workdir):
     sweep = workdir / "sweep"
     out = framework("run", "-m", "hypothesis=eagle3_allreduce,torch_symm_mem", "hydra/launcher=joblib",

@@ -17,6 +17,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pre_redesign"
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text())["ledgers"]["resumed.jsonl"]["verdicts"][0]
 
 
+@pytest.mark.e2e
 def test_an_old_interrupted_run_resumes_to_the_old_answer(workdir: Path) -> None:
     shutil.copytree(FIXTURES / "runs" / "resumed_interrupted", workdir / "old")
     assert "framework.sim" in (workdir / "old" / ".hydra" / "config.yaml").read_text()

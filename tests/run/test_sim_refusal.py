@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from cli_helpers import ROOT, framework, ledger_records
 
@@ -31,6 +32,7 @@ def _project(workdir: Path) -> list[str]:
             f"paths.experiments={workdir / 'experiments'}", "backend.speedup=20"]
 
 
+@pytest.mark.e2e
 def test_refused_before_any_launch_then_run_with_the_override(workdir):
     args = _project(workdir)
     out = framework("run", *args, cwd=workdir)

@@ -11,6 +11,7 @@ pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e 
 from cli_helpers import ROOT, framework, ledger_records  # noqa: E402
 
 
+@pytest.mark.e2e
 def test_run_with_the_gpu_backend_records_a_gpu_verdict(workdir):
     (workdir / "e").mkdir()
     (workdir / "h").mkdir()
