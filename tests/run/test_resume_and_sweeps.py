@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import framework, ledger_records, no_servers_left, run_env
 
+from framework.run.writer import completed_launches
 from framework.stats.extension import inflated_alpha
 
 
@@ -26,14 +27,9 @@ def rows(path: Path) -> list[dict]:
 
 
 def complete_launches(trials: Path, requests: int) -> list[str]:
-    rs = rows(trials) if trials.exists() else []
-    done = []
-    for r in rs:
-        if r["kind"] == "launch" and r["ok"]:
-            measured = [q for q in rs if q["kind"] == "request" and q["launch_id"] == r["launch_id"] and not q["warmup"]]
-            if len(measured) >= requests:
-                done.append(r["launch_id"])
-    return done
+    """The launches a resume reuses, by the framework's own rule (a finished workload, whose `workload`
+    row comes after its request rows: counting request rows raced a SIGKILL between the two)."""
+    return list(completed_launches(rows(trials) if trials.exists() else [], requests))
 
 
 @pytest.mark.e2e
