@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import numpy as np
 from scipy import stats
 
 UNSEEN_CONFIDENCE = 0.95  # the conventional rule-of-three level, fixed before any data
@@ -44,6 +45,7 @@ def brown_forsythe(groups: Sequence[Sequence[float]]) -> float | None:
     """
     if len(groups) < 2 or any(len(g) < 3 for g in groups):
         return None
-    res = stats.levene(*[list(g) for g in groups], center="median")
+    with np.errstate(invalid="ignore", divide="ignore"):  # no spread at all: scipy divides 0 by 0 -> None below
+        res = stats.levene(*[list(g) for g in groups], center="median")
     p = float(res.pvalue)
     return p if math.isfinite(p) else None

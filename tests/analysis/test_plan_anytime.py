@@ -160,6 +160,7 @@ def test_the_anytime_default_cap_keeps_the_fixed_designs_power_and_is_recorded()
     assert audit.sequential_settings(settings)["max_looks"] == cap // 2
 
 
+@pytest.mark.e2e
 def test_plan_command_under_anytime(workdir):
     out = framework("plan", "hypothesis=eagle3_allreduce", "probe=false", "design.analysis=anytime", cwd=workdir)
     assert out.returncode == 0, out.stderr[-3000:]

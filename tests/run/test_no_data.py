@@ -41,6 +41,7 @@ def test_a_condition_whose_every_launch_timed_out_is_no_data_exit_3(workdir):
     assert framework("audit", cwd=workdir).returncode == 0
 
 
+@pytest.mark.e2e
 def test_a_metric_that_is_zero_in_every_launch_is_no_data_exit_3(workdir):
     out = framework("run", *_two_levels(workdir, "{server_args: [--enable-flashinfer-allreduce-fusion]}",
                                         "metric: goodput\nslo: {ttft_s: 1.0e-12}"), cwd=workdir)
