@@ -229,19 +229,38 @@ class _FaultMiddleware:
             if message["type"] != "http.response.body" or not message.get("body"):
                 await send(message)
                 return
-            if plan.hang_mid_stream is not None and events >= plan.hang_mid_stream:
-                log.warning(f"{MARK}: stream stalls after {plan.hang_mid_stream} events")
-                await asyncio.Event().wait()  # until the client gives up or the process is stopped
-            if plan.cut_stream is not None and events >= plan.cut_stream:
-                log.warning(f"{MARK}: stream cut after {plan.cut_stream} events")
-                raise _StreamCut()
-            if plan.malformed_sse is not None and events == plan.malformed_sse:
-                log.warning(f"{MARK}: malformed event {plan.malformed_sse}")
-                message = {**message, "body": b'data: {"text": "' + MARK.encode() + b'", meta_info: }\n\n'}
-            events += 1
-            await send(message)
+            # count server-sent events, not body messages: a loaded server may write several events at once
+            out: list[bytes] = []
+            for event in split_events(message["body"]):
+                if plan.hang_mid_stream is not None and events >= plan.hang_mid_stream:
+                    await _send_some(send, message, out)
+                    log.warning(f"{MARK}: stream stalls after {plan.hang_mid_stream} events")
+                    await asyncio.Event().wait()  # until the client gives up or the process is stopped
+                if plan.cut_stream is not None and events >= plan.cut_stream:
+                    await _send_some(send, message, out)
+                    log.warning(f"{MARK}: stream cut after {plan.cut_stream} events")
+                    raise _StreamCut()
+                if plan.malformed_sse is not None and events == plan.malformed_sse:
+                    log.warning(f"{MARK}: malformed event {plan.malformed_sse}")
+                    event = b'data: {"text": "' + MARK.encode() + b'", meta_info: }\n\n'
+                events += 1
+                out.append(event)
+            await send({**message, "body": b"".join(out)})
 
         return faulty
+
+
+def split_events(body: bytes) -> list[bytes]:
+    """A body's server-sent events, each with its blank-line end (a trailing partial event as it is)."""
+    parts = body.split(b"\n\n")
+    events = [part + b"\n\n" for part in parts[:-1]]
+    return events + ([parts[-1]] if parts[-1] else [])
+
+
+async def _send_some(send: Send, message: dict[str, Any], events: list[bytes]) -> None:
+    """The events of a body that go out before a fault stops the stream."""
+    if events:
+        await send({**message, "body": b"".join(events), "more_body": True})
 
 
 def merge_events(data: bytes) -> bytes:
