@@ -21,3 +21,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repo"))
 def workdir(tmp_path: Path) -> Path:
     """A scratch working directory: runs write outputs/ and verdicts.jsonl here, as a user's would."""
     return tmp_path
+
+
+@pytest.fixture(scope="module")
+def tiny_hf(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """The vLLM tier's seed-0 tiny HF model, made once per module in the vLLM venv: (folder, {file: sha256})."""
+    from vllm_venv import generate_tiny_hf
+
+    path = tmp_path_factory.mktemp("model") / "tiny-hf"
+    return path, generate_tiny_hf(path)

@@ -6,6 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from cli_helpers import ROOT
 
 VENV = Path(os.environ.get("FRAMEWORK_VLLM_VENV", Path.home() / ".cache" / "framework" / "vllm-venv"))
@@ -19,3 +20,12 @@ def generate_tiny_hf(path: Path, seed: int = 0) -> dict[str, str]:
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return {Path(line.split()[0]).name: line.split()[-1] for line in out.stdout.splitlines()}
+
+
+# the tier's marks: a test module of the vLLM tier sets `pytestmark = TIER`
+TIER = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(not HAS_VLLM, reason=f"no vLLM venv at {VENV} (run `bash .ci/vllm.sh`, or set "
+                                            "FRAMEWORK_VLLM_VENV)"),
+]
+

@@ -10,23 +10,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 
-import pytest
 from cli_helpers import ROOT
-from vllm_venv import HAS_VLLM, PYTHON, VENV, generate_tiny_hf
+from vllm_venv import PYTHON, TIER, generate_tiny_hf
 
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.skipif(not HAS_VLLM, reason=f"no vLLM venv at {VENV} (run `bash .ci/vllm.sh`, or set "
-                                            "FRAMEWORK_VLLM_VENV)"),
-]
-
-
-@pytest.fixture(scope="module")
-def tiny_hf(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    path = tmp_path_factory.mktemp("model") / "tiny-hf"
-    return path, generate_tiny_hf(path)
+pytestmark = TIER
 
 
 def test_the_tiny_hf_model_is_seeded_and_its_words_are_single_tokens(tmp_path, tiny_hf):

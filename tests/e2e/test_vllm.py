@@ -18,19 +18,9 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import ROOT, framework, ledger_records
-from vllm_venv import HAS_VLLM, PYTHON, VENV, generate_tiny_hf
+from vllm_venv import PYTHON, TIER
 
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.skipif(not HAS_VLLM, reason=f"no vLLM venv at {VENV} (run `bash .ci/vllm.sh`, or set "
-                                            "FRAMEWORK_VLLM_VENV)"),
-]
-
-
-@pytest.fixture(scope="module")
-def tiny_hf(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    path = tmp_path_factory.mktemp("model") / "tiny-hf"
-    return path, generate_tiny_hf(path)
+pytestmark = TIER
 
 
 @pytest.mark.timeout(3600)  # six vLLM launches of 2-4 min each on a loaded 2-core machine
