@@ -39,6 +39,8 @@ RULES: dict[int, Rules] = {
              "anytime-valid stopping, launch outcomes by e-process"),
     2: Rules(2, partial(analyze, ruleset=RULESETS[2]), partial(sequential_look, ruleset=RULESETS[2]),
              "version 1 with the changes CHANGELOG.md lists under rules version 2"),
+    3: Rules(3, partial(analyze, ruleset=RULESETS[3]), partial(sequential_look, ruleset=RULESETS[3]),
+             "version 2 with the changes CHANGELOG.md lists under rules version 3"),
 }
 
 

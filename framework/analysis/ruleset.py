@@ -43,8 +43,12 @@ class RuleSet:
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
        "chain_extensions": True, "launch_end_fails": True, "unmeasured_lost": True, "ratio_rates": True}
 
+# version 3 (framework 0.3.0): version 2 plus the switches CHANGELOG.md lists under rules version 3
+_V3 = {**_V2}
+
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),
     2: RuleSet(version=2, **_V2),
+    3: RuleSet(version=3, **_V3),
 }
 LATEST = max(RULESETS)
