@@ -61,7 +61,7 @@ def cmd_audit(ledger: str = "verdicts.jsonl", expect_head: tuple[str, int | None
     for r in report.records:
         status = "[green]ok[/]" if r.problems == 0 else f"[red]{r.problems} problem(s)[/]"
         if r.note:
-            status += " [yellow](extension)[/]"
+            status += " [yellow](exploratory)[/]" if r.kind == "exploration" else " [yellow](extension)[/]"
         table.add_row(str(r.line), (r.hash or "")[:12], r.kind or "?", escape(r.hypothesis or ""), _v(r.verdict),
                       r.backend or "", f"v{r.rules_version}" if r.rules_version else "", r.when or "", status)
     console.print(table)

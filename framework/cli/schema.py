@@ -11,12 +11,13 @@ from typing import Any
 
 from framework.core.trials import LaunchRow, RequestRow, WorkloadRow
 from framework.errors import EXIT_OK
-from framework.records.models import AmendmentRecord, RegistrationRecord, VerdictRecord
+from framework.records.models import AmendmentRecord, ExplorationRecord, RegistrationRecord, VerdictRecord
 
 KINDS = {
     "verdict": VerdictRecord,
     "registration": RegistrationRecord,
     "amendment": AmendmentRecord,
+    "exploration": ExplorationRecord,
     "trial.launch": LaunchRow,
     "trial.request": RequestRow,
     "trial.workload": WorkloadRow,
@@ -30,6 +31,7 @@ def schemas() -> dict[str, Any]:
 
 def main(args: list[str]) -> int:
     print(json.dumps({"$comment": "JSON Schema of every record kind: ledger lines (verdict, registration, "
-                                  "amendment) and trials rows (trial.launch, trial.request, trial.workload)",
+                                  "amendment, exploration) and trials rows"
+                                  " (trial.launch, trial.request, trial.workload)",
                       "kinds": schemas()}, indent=2))
     return EXIT_OK

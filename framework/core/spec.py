@@ -9,14 +9,25 @@ given a path to; the cross-checks are pure functions of the parsed models.
 from __future__ import annotations
 
 import re
+import types
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from framework.core import yamlio
 from framework.core.metrics import LAUNCH_METRICS, REQUEST_METRICS, SLO_KEYS, check_metric, needs_slo
+from framework.core.search import SearchBlock
 from framework.core.vocabulary import AnalysisMethod, FailureClass
 from framework.core.workload import Workload
 from framework.errors import SpecError
@@ -240,8 +251,11 @@ class Hypothesis(_Strict):
     metric: str = "decode_tok_s"
     slo: dict[Literal[SLO_KEYS], float] = {}  # type: ignore[valid-type]  # bounds in seconds, for goodput
     server_args: list[Arg] = []
-    factors: dict[str, Factor]
-    predictions: list[Prediction]
+    # a search (python -m framework search): its space stands for the factors and its confirmation for the
+    # predictions, so a file with a search block may leave both out (declared before factors: their checks read it)
+    search: SearchBlock | None = None
+    factors: dict[str, Factor] = Field(default_factory=dict, validate_default=True)
+    predictions: list[Prediction] = Field(default_factory=list, validate_default=True)
     design: Design = Design()
 
     @field_validator("metric")
@@ -269,15 +283,15 @@ class Hypothesis(_Strict):
 
     @field_validator("factors")
     @classmethod
-    def _at_least_one(cls, value: dict[str, Factor]) -> dict[str, Factor]:
-        if not value:
+    def _at_least_one(cls, value: dict[str, Factor], info: ValidationInfo) -> dict[str, Factor]:
+        if not value and info.data.get("search") is None:
             raise ValueError("at least one factor is needed")
         return value
 
     @field_validator("predictions")
     @classmethod
-    def _some_predictions(cls, value: list[Any]) -> list[Any]:
-        if not value:
+    def _some_predictions(cls, value: list[Any], info: ValidationInfo) -> list[Any]:
+        if not value and info.data.get("search") is None:
             raise ValueError("at least one prediction is needed")
         return value
 
@@ -400,8 +414,10 @@ def _allowed_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
             origin = get_origin(current)
         if origin in (dict, list):
             current = get_args(current)[-1]
-        elif origin is Union:
-            current = kinds.get(part)
+        elif origin is Union or isinstance(current, types.UnionType):
+            models = [a for a in get_args(current) if isinstance(a, type) and issubclass(a, BaseModel)]
+            current = kinds.get(part) if part in kinds else models[0].model_fields[part].annotation \
+                if len(models) == 1 and part in models[0].model_fields else None
         elif isinstance(current, type) and issubclass(current, BaseModel) and part in current.model_fields:
             current = current.model_fields[part].annotation
         else:

@@ -23,6 +23,7 @@ from framework.core.spec import Hypothesis, check_hypothesis, parse_yaml, valida
 from framework.core.trials import parse_trials
 from framework.errors import SpecError
 from framework.records import ledger
+from framework.records import search_audit as search_problems
 from framework.records.ledger import Problem
 
 REL_TOL = 1e-9
@@ -419,6 +420,7 @@ def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER, expect_head: tuple[st
     if expect_head is not None:
         report.problems += anchor_problems(parsed, *expect_head)
     registrations: dict[str, dict[str, Any]] = {}
+    explorations: dict[str, dict[str, Any]] = {}
     for n, rec in parsed:
         if rec is None:
             report.records.append(RecordRow(n, None, None, None, None, None))
@@ -428,9 +430,16 @@ def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER, expect_head: tuple[st
                         rec.get("finished") or rec.get("amended") or rec.get("registered"), backend=rec.get("backend"))
         if kind in ("registration", "amendment") and isinstance(rec.get("hash"), str):
             registrations[rec["hash"]] = rec
+        elif kind == "exploration":
+            report.problems += search_problems.exploration_problems(rec, n, path)
+            row.note = "exploratory (a search; no verdict)"
+            if isinstance(rec.get("hash"), str):
+                explorations[rec["hash"]] = rec
         elif kind == "verdict":
             problems, row.today = _check_verdict(rec, n, path, registrations)
             report.problems += problems
+            if rec.get("search") is not None:
+                report.problems += search_problems.link_problems(rec, n, path, explorations, registrations)
             row.rules_version = rules.version_of(rec)
             ext = (rec.get("analysis") or {}).get("extension")
             if ext:

@@ -127,3 +127,31 @@ class AmendmentRecord(_Record):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
+
+
+class ExplorationRecord(_Record):
+    """What a search explored (`python -m framework search`): exploratory, never a verdict.
+
+    It names the search's id, its trials and its search.json (each with its SHA-256), and the configurations
+    chosen for confirmation; the confirmatory verdict record that follows names it (`search`), and `audit`
+    checks both links.
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    schema_: Literal["framework.exploration/1"] = Field("framework.exploration/1", alias="schema")
+    kind: Literal["exploration"] = "exploration"
+    exploratory: Literal[True] = True
+    hypothesis: HypothesisRef  # the search hypothesis file as it was run
+    backend: str
+    search_id: str
+    search_json: dict[str, str]  # {path (relative to the ledger), sha256}
+    trials: TrialsRef
+    launches_spent: int
+    chosen: list[dict[str, str]]
+    environment: dict[str, Any] = {}
+    run_dir: str | None = None
+    started: str
+    finished: str
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)

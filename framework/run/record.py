@@ -105,6 +105,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
             "sim_coverage": ctx.sim_coverage,
         },
         run_dir=str(ctx.run_dir),
+        **({"search": ctx.extra["search"]} if ctx.extra.get("search") else {}),  # the search it confirms (audit)
         registration=reg_hash,
         started=started,
         finished=now_iso(),

@@ -131,6 +131,9 @@ def resolve_config(cfg: DictConfig) -> Resolved:
     if OmegaConf.is_missing(cfg, "hypothesis"):
         raise ConfigError("command line", "hypothesis", "missing: say which, e.g. hypothesis=eagle3_allreduce")
     h, h_path, exp = load_pair(cfg)
+    if not h.factors:  # a search-only file: its space and confirmation stand for factors and predictions
+        raise SpecError(h_path, "factors", f"{h.name} declares a search and no factors: run it with "
+                                           f"python -m framework search hypothesis={h.name}")
     backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
     try:
         check_backend(backend, exp)  # its argv template, and whether it takes the experiment's flag names

@@ -1,0 +1,515 @@
+"""The imperative shell of `python -m framework search`: explore with Optuna launch by launch, write what was
+explored, then confirm the winner on fresh launches through the normal run path.
+
+Order of work:
+
+1. resolve the command line into the search hypothesis, its grid (:func:`framework.analysis.search.grid_hypothesis`),
+   the experiment and the backend, every check done before any server starts (the sim refuses a space that
+   varies what it does not model, with the same check as `run`);
+2. explore: each Optuna trial is ONE launch (the unit), measured with the hypothesis's workload by the same
+   `run_launch` as `run`, so Optuna sees every launch's value (the launch-level noise), `launches_per_candidate`
+   of them per candidate; a launch that fails is told as a failed trial with its failure class, and
+   configurations that crashed (or carry a value that crashed every configuration with it) are not launched
+   again; the last `budget.refine` launches race the contenders the leader has not beaten beyond the noise;
+3. write search.json (front, chosen, launches spent, what the grid would have cost, the naive and the
+   selection-corrected estimates) and an `exploration` record in the ledger, marked exploratory;
+4. register the confirmatory hypothesis (the winner beats the reference by the declared min_effect), then run
+   it on fresh launches in randomized blocks; its verdict record names the search (id and search.json's sha256),
+   which `audit` checks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import warnings
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+from rich.markup import escape
+
+from framework.analysis import search as an
+from framework.core import design as design_mod
+from framework.core.hashing import sha256_file
+from framework.core.spec import Experiment, Hypothesis, validate_model
+from framework.errors import BackendConfigError, ConfigError, SpecError, StorageError
+from framework.execution.backends import BackendSettings
+from framework.execution.backends import check as check_backend
+from framework.execution.launcher import install_signal_handlers, raise_if_signalled
+from framework.present.progress import RunProgress, make_console
+from framework.records import environment, ledger, registration
+from framework.records.models import ExplorationRecord, HypothesisRef, TrialsRef
+from framework.records.registration import analysis_settings
+from framework.run.compose import compose
+from framework.run.context import RunContext
+from framework.run.launch import run_launch
+from framework.run.preflight import backend_fits, backend_settings, check_pair, size_problems
+from framework.run.resolve import coverage_or_refuse, effective_design, load_pair
+from framework.run.writer import TrialsWriter, now_iso
+from framework.stats import pareto, selection
+
+MAX_ASKS_PER_LAUNCH = 50  # suggestions Optuna may make per launch of budget before the space counts as exhausted
+
+
+@dataclass
+class SearchSetup:
+    """A search, resolved and checked: nothing has started yet."""
+
+    hypothesis: Hypothesis
+    hypothesis_path: Path
+    grid: Hypothesis
+    experiment: Experiment
+    backend: BackendSettings
+    config: dict[str, Any]
+    ledger: Path
+    coverage: dict[str, Any] | None
+    overrides: list[str]
+    progress: bool = True
+    report: bool = True
+
+
+def resolve_search(overrides: list[str], cwd: Path) -> SearchSetup:
+    """The search of `overrides` (hypothesis=NAME and run config keys), checked before any server starts."""
+    cfg = compose(overrides)
+    if OmegaConf.is_missing(cfg, "hypothesis"):
+        raise ConfigError("command line", "hypothesis", "missing: say which, e.g. hypothesis=eagle3_tuning")
+    h, h_path, exp = load_pair(cfg)
+    if h.search is None:
+        raise SpecError(h_path, "search", "no search block: python -m framework search needs one (the space, the "
+                                          "goal, the budget and confirm.min_effect); python -m framework run runs "
+                                          "a hypothesis without one")
+    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
+    h = h.model_copy(update={"design": d})
+    grid = an.grid_hypothesis(h)
+    check_pair(grid, h_path, exp)  # every point's merged workload, before anything starts
+    backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
+    try:
+        check_backend(backend, exp)
+    except BackendConfigError as exc:
+        raise ConfigError("command line", exc.field, exc.message) from None
+    backend_fits(backend, grid)
+    sizes = size_problems(grid, exp, d)
+    if sizes:
+        raise SpecError(h_path, *sizes[0])
+    coverage = None
+    if backend.simulated:
+        sim_cfg = cfg.get("sim") or {}
+        coverage = coverage_or_refuse(grid, h_path, exp, backend.table,
+                                      allow=bool(sim_cfg.get("allow_unmodelled", False)))
+    # the confirmation must be a valid hypothesis whatever wins: checked now with the reference in its place
+    ref = h.search.reference_point()
+    validate_model(Hypothesis, an.confirm_hypothesis(h, [ref] * h.search.confirm.top, "check"), h_path)
+    ledger_path = Path(cfg.ledger)
+    ledger_path = ledger_path if ledger_path.is_absolute() else cwd / ledger_path
+    ledger.check_path(ledger_path)
+    return SearchSetup(hypothesis=h, hypothesis_path=h_path, grid=grid, experiment=exp, backend=backend,
+                       config=OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
+                       ledger=ledger_path, coverage=coverage, overrides=overrides,
+                       progress=bool(cfg.progress), report=bool(cfg.report))
+
+
+def default_run_dir(h: Hypothesis, cwd: Path) -> Path:
+    now = datetime.now()
+    return cwd / "outputs" / now.strftime("%Y-%m-%d") / f"{now.strftime('%H-%M-%S')}-{h.name}-search"
+
+
+# --------------------------------------------------------------------------- exploration
+
+
+@dataclass
+class Explored:
+    """What exploration left: the candidates, Optuna's trials (one per launch or avoided suggestion), the cost."""
+
+    candidates: dict[int, an.Candidate]
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    launches: int = 0
+    avoided: int = 0
+    gpu_hours: float = 0.0
+    stop_reason: str = ""
+
+
+def _optuna() -> Any:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    return optuna
+
+
+def _distributions(optuna: Any, s: Any) -> dict[str, Any]:
+    """Integer ranges as integers (TPE models their order), everything else as categories of level names."""
+    out = {}
+    for name, dim in s.space.items():
+        if dim.range is not None:
+            out[name] = optuna.distributions.IntDistribution(dim.range.low, dim.range.high, step=dim.range.step)
+        else:
+            out[name] = optuna.distributions.CategoricalDistribution([dim.level_name(v) for v in dim.all_values()])
+    return out
+
+
+def _params(s: Any, point: dict[str, str]) -> dict[str, Any]:
+    return {n: int(point[n]) if s.space[n].range is not None else point[n] for n in s.space}
+
+
+def _point(s: Any, params: dict[str, Any]) -> dict[str, str]:
+    return {n: str(params[n]) for n in s.space}
+
+
+def _sampler(optuna: Any, s: Any, seed: int) -> Any:
+    if s.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    startup = s.startup_trials or max(2, min(10, s.budget.launches // (2 * s.launches_per_candidate)))
+    constraints = (lambda t: t.user_attrs.get("constraints", [1.0] * len(s.goal.constraints))) \
+        if s.goal.constraints else None
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup * s.launches_per_candidate,
+                                      multivariate=True, constraints_func=constraints)
+
+
+def explore(setup: SearchSetup, ctx: RunContext, writer: TrialsWriter, progress: RunProgress) -> Explored:
+    """Launch candidates one launch per Optuna trial until the launch (or GPU-hour) budget is spent."""
+    optuna = _optuna()
+    h, s = setup.hypothesis, setup.hypothesis.search
+    assert s is not None
+    seed = an.search_seed(h)
+    objectives = s.goal.objectives()
+    study = optuna.create_study(directions=[o.direction for o in objectives], sampler=_sampler(optuna, s, seed))
+    dists = _distributions(optuna, s)
+    out = Explored(candidates={})
+    explore_budget = s.budget.launches - s.budget.refine_launches()
+    conds = {c.index: c for c in design_mod.conditions(setup.grid)}
+    index_of = {json.dumps(c.levels, sort_keys=True): c.index for c in conds.values()}
+    asks = 0
+    exhausted = ""
+
+    def budget_left(limit: int) -> bool:
+        if out.launches >= limit:
+            return False
+        if s.budget.gpu_hours is not None and out.gpu_hours >= s.budget.gpu_hours:
+            out.stop_reason = f"GPU-hour budget spent ({out.gpu_hours:.3g} of {s.budget.gpu_hours:g})"
+            return False
+        return True
+
+    def launch(point: dict[str, str], phase: str, trial: Any = None) -> None:
+        """One launch of `point` as one Optuna trial: the one that suggested it, or one with its parameters."""
+        if trial is None:
+            study.enqueue_trial(_params(s, point), skip_if_exists=False)
+            trial = study.ask(dists)
+        cond = conds[index_of[json.dumps(point, sort_keys=True)]]
+        cand = out.candidates.get(cond.index)
+        replicate = (len(cand.launch_ids) + cand.failed) if cand else 0
+        planned = design_mod.PlannedLaunch(cond, replicate, out.launches,
+                                           design_mod.launch_seed(seed, cond.index, replicate))
+        raise_if_signalled()
+        progress.launch_started(cond, out.launches, s.budget.launches)
+        before = datetime.now(timezone.utc)
+        run_launch(ctx, planned, 1, writer, progress)
+        progress.launch_done()
+        out.launches += 1
+        out.gpu_hours += (datetime.now(timezone.utc) - before).total_seconds() * setup.experiment.tp_size / 3600
+        out.candidates = an.candidates(h, writer.rows)
+        launch_id = f"{planned.launch_id}-a1"
+        values = [an.launch_value(h, writer.rows, launch_id, o.metric) for o in objectives]
+        row = next((r for r in reversed(writer.rows) if r.get("kind") == "launch" and r.get("launch_id") == launch_id),
+                   {})
+        end = next((r for r in reversed(writer.rows) if r.get("kind") == "launch_end"
+                    and r.get("launch_id") == launch_id), {})
+        failed = not row.get("ok") or end.get("ok") is False
+        failure = (row.get("failure_class") or end.get("failure_class") or "failed") if failed else None
+        record = {"number": trial.number, "phase": phase, "launch_id": launch_id, "point": point,
+                  "seed": planned.seed}
+        if failure or any(v is None for v in values):
+            cls = failure or "no_data"
+            trial.set_user_attr("failure_class", cls)
+            trial.set_user_attr("failure", str(row.get("error") or end.get("error") or "measured nothing"))
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            record.update(state="failed", failure_class=cls)
+            progress.note(f"search: {an.describe(point)}: failed ({cls}); told to Optuna as a failed trial")
+        else:
+            cand = out.candidates[cond.index]
+            consts = [con.slack(v) for con in s.goal.parsed_constraints()
+                      if (v := an.launch_value(h, writer.rows, launch_id, con.metric)) is not None]
+            if len(consts) < len(s.goal.constraints):
+                consts += [1.0] * (len(s.goal.constraints) - len(consts))
+            trial.set_user_attr("constraints", consts)
+            trial.set_user_attr("launch_id", launch_id)
+            study.tell(trial, values)
+            record.update(state="complete", values=dict(zip([o.metric for o in objectives], values, strict=True)),
+                          constraints=consts)
+            best = an.ranked(out.candidates, s)
+            lead = f"; leader {an.describe(best[0].point)}: {best[0].mean(s.goal.metric):.4g}" if best else ""
+            progress.note(f"search: launch {out.launches}/{s.budget.launches} ({phase}) {an.describe(point)}: "
+                          f"{s.goal.metric} {values[0]:.4g} (candidate {cand.mean(s.goal.metric):.4g} over "
+                          f"{cand.launches} launches){lead}")
+        out.trials.append(record)
+
+    # the reference first: the estimates against it need it, and Optuna starts from a known point
+    pending: list[dict[str, str]] = [s.reference_point()] * s.launches_per_candidate
+    while budget_left(explore_budget):
+        suggested = None
+        if pending:
+            point = pending.pop(0)
+        else:
+            asks += 1
+            if asks > MAX_ASKS_PER_LAUNCH * s.budget.launches:
+                exhausted = "Optuna's suggestions were all measured already or predicted to crash; "
+                break
+            trial = study.ask(dists)
+            point = _point(s, trial.params)
+            why = an.predicted_crash(point, out.candidates, an.crash_model(out.candidates))
+            if why is not None:  # learned: not launched, told as failed with the class it would fail with
+                trial.set_user_attr("avoided", why)
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                out.avoided += 1
+                out.trials.append({"number": trial.number, "phase": "avoided", "point": point, "state": "avoided",
+                                   "reason": why})
+                continue
+            cand = out.candidates.get(index_of[json.dumps(point, sort_keys=True)])
+            if cand is not None and cand.launches + cand.failed >= s.launches_per_candidate:
+                # measured already: more launches of it are the racing's to give, exploration looks elsewhere
+                trial.set_user_attr("duplicate", True)
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                out.trials.append({"number": trial.number, "phase": "duplicate", "point": point, "state": "skipped"})
+                if len(out.candidates) >= len(conds):
+                    exhausted = "every point of the grid measured; "
+                    break
+                continue
+            suggested = trial  # its first launch; the others are trials with the same parameters
+            pending = [point] * (s.launches_per_candidate - 1)
+        if suggested is None and an.predicted_crash(point, out.candidates, {}) is not None:
+            pending = []  # it crashed at start-up: its other launches would too
+            continue
+        launch(point, "explore", suggested)
+    if not out.stop_reason:
+        while budget_left(s.budget.launches):  # racing: the contenders the leader has not beaten get the rest
+            contender = an.next_in_race(out.candidates, s)
+            if contender is None:
+                break
+            launch(contender.point, "refine")
+        out.stop_reason = out.stop_reason or (f"{exhausted}launch budget spent ({out.launches} of "
+                                              f"{s.budget.launches})" if out.launches >= s.budget.launches else
+                                              f"{exhausted}no contender left to race after {out.launches} launches")
+    return out
+
+
+# --------------------------------------------------------------------------- the summary
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def summarize(setup: SearchSetup, explored: Explored, search_id: str) -> dict[str, Any]:
+    """search.json's content: every candidate, the front, the chosen, the cost, the estimates."""
+    h, s = setup.hypothesis, setup.hypothesis.search
+    assert s is not None
+    cands = explored.candidates
+    ref_point = s.reference_point()
+    ref = next((c for c in cands.values() if c.point == ref_point), None)
+    eligible = {i: c for i, c in cands.items() if c.launches >= 2}
+    ranking = an.ranked(eligible, s, at_least=2)
+    chosen = ranking[:s.confirm.top]
+    direction = "max" if s.goal.direction == "maximize" else "min"
+    alpha = h.design.alpha
+    estimate: dict[str, Any] | None = None
+    others = {an.describe(c.point): c.values[s.goal.metric] for c in ranking if c.point != ref_point}
+    if ref is not None and ref.launches >= 2 and others and chosen and chosen[0].point != ref_point:
+        w = selection.winner_estimate(others, ref.values[s.goal.metric], direction=direction, alpha=alpha)
+        estimate = {"against": "reference", **asdict(w)}
+    objectives = s.goal.objectives()
+    front: dict[str, Any]
+    if len(objectives) == 2 and len(eligible) >= 1:
+        f = pareto.pareto_front(
+            [pareto.Candidate(an.describe(c.point), {o.metric: c.values[o.metric] for o in objectives})
+             for c in eligible.values()],
+            tuple(pareto.Objective(o.metric, "max" if o.direction == "maximize" else "min")  # type: ignore[arg-type]
+                  for o in objectives), alpha=alpha)
+        front = {"objectives": [o.model_dump() for o in objectives], **asdict(f)}
+    else:  # one objective: the front is its best, with the interval of every measured candidate beside it
+        front = {"objectives": [o.model_dump() for o in objectives],
+                 "points": [{"name": an.describe(c.point), "feasible": an.feasible(c, s),
+                             "estimate": asdict(pareto.point_estimate(s.goal.metric, c.values[s.goal.metric], alpha))}
+                            for c in sorted(eligible.values(), key=lambda c: c.index)],
+                 "best": [an.describe(c.point) for c in ranking[:1]]}
+    return _finite({
+        "schema": "framework.search/1",
+        "id": search_id,
+        "hypothesis": h.name,
+        "backend": setup.backend.name,
+        "exploratory": True,
+        "goal": s.goal.model_dump(),
+        "space": {n: [d.level_name(v) for v in d.all_values()] for n, d in s.space.items()},
+        "reference": ref_point,
+        "launches_per_candidate": s.launches_per_candidate,
+        "budget": s.budget.model_dump(),
+        "launches_spent": explored.launches,
+        "gpu_hours_spent": explored.gpu_hours,
+        "grid_points": s.grid_size(),
+        "grid_launches": s.grid_launches(),
+        "candidates_launched": len(cands),
+        "avoided_suggestions": explored.avoided,
+        "crash_model": an.crash_model(cands),
+        "stop_reason": explored.stop_reason,
+        "chosen": [{"point": c.point, "index": c.index, "mean": c.mean(s.goal.metric), "launches": c.launches}
+                   for c in chosen],
+        "ranking": [an.describe(c.point) for c in ranking],
+        "front": front,
+        "estimate": estimate,
+        "confirm": s.confirm.model_dump(),
+        "candidates": [c.to_dict(s) for c in sorted(cands.values(), key=lambda c: c.index)],
+        "trials": explored.trials,
+        "coverage": setup.coverage,
+    })
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    try:
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot write ({exc.strerror})") from None
+
+
+# --------------------------------------------------------------------------- the whole search
+
+
+def search(setup: SearchSetup, run_dir: Path, cwd: Path, console: Console | None = None) -> dict[str, Any]:
+    """Explore, record the exploration, register the confirmation and run it; returns search.json's content
+    with the confirmation's verdict record under `confirmation` (which search.json itself does not hold)."""
+    from framework.run.runner import resolve as resolve_run
+    from framework.run.runner import run as run_confirmation
+    from framework.run.runner import write_environment
+
+    console = console or make_console()
+    install_signal_handlers()
+    h, s = setup.hypothesis, setup.hypothesis.search
+    assert s is not None
+    try:
+        run_dir.mkdir(parents=True, exist_ok=False)
+    except OSError as exc:
+        raise StorageError(f"{run_dir}: cannot create the search directory ({exc.strerror or exc})") from None
+    started = now_iso()
+    search_id = hashlib.sha256(f"{h.name}/{sha256_file(setup.hypothesis_path)}/{started}".encode()).hexdigest()[:12]
+    ctx = RunContext(hypothesis=setup.grid, hypothesis_path=setup.hypothesis_path, experiment=setup.experiment,
+                     backend=setup.backend, design=h.design, ledger=setup.ledger, run_dir=run_dir,
+                     config=setup.config, sim_coverage=setup.coverage, progress=setup.progress)
+    for line in (setup.coverage or {}).get("unmodelled_varied") or []:
+        console.print(escape(f"warning: sim.allow_unmodelled=true: the simulator does not model this: {line}"),
+                      style="bold red", highlight=False)
+    console.print(escape(f"search {search_id}: {h.name} on backend {setup.backend.name}: {s.grid_size()} points "
+                         f"(a grid at {s.launches_per_candidate} launches each: {s.grid_launches()} launches); "
+                         f"budget {s.budget.launches} launches"), highlight=False)
+    writer = TrialsWriter(run_dir / "trials.jsonl", ctx.redactor)
+    progress = RunProgress(console, f"search {h.name}", total_launches=s.budget.launches,
+                           requests_per_launch=h.design.requests + h.design.warmup,
+                           enabled=setup.progress and console.is_terminal)
+    try:
+        write_environment(writer, setup.backend.name)
+        with progress:
+            explored = explore(setup, ctx, writer, progress)
+    finally:
+        writer.close()
+    summary = summarize(setup, explored, search_id)
+    if not summary["chosen"]:
+        _write_json(run_dir / "search.json", summary)
+        raise_no_winner(run_dir, explored)
+    confirm_data = an.confirm_hypothesis(h, [c["point"] for c in summary["chosen"]], search_id)
+    confirm_path = run_dir / f"{confirm_data['name']}.yaml"
+    summary["confirm_hypothesis"] = {"name": confirm_data["name"], "path": confirm_path.name}
+    _write_json(run_dir / "search.json", summary)
+    search_sha = sha256_file(run_dir / "search.json")
+
+    trials_path = run_dir / "trials.jsonl"
+    ref = registration.hypothesis_ref(setup.hypothesis_path)
+    exploration = ExplorationRecord(
+        hypothesis=HypothesisRef(**ref.model_dump()), backend=setup.backend.name, search_id=search_id,
+        search_json={"path": _relative(run_dir / "search.json", setup.ledger), "sha256": search_sha},
+        trials=TrialsRef(path=_relative(trials_path, setup.ledger), sha256=sha256_file(trials_path),
+                         rows=len(writer.rows), bytes=trials_path.stat().st_size),
+        launches_spent=explored.launches, chosen=[c["point"] for c in summary["chosen"]],
+        environment={"backend": setup.backend.name, **environment.machine()}, run_dir=str(run_dir),
+        started=started, finished=now_iso())
+    stored = ledger.append(setup.ledger, exploration)
+    console.print(escape(f"exploration recorded (exploratory, no verdict): {stored['hash'][:12]} in {setup.ledger}"),
+                  highlight=False)
+    _print_summary(console, summary)
+
+    # the confirmation: registered before any of its launches, then the normal run path on fresh launches
+    confirm_path.write_text(yaml.safe_dump(confirm_data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    keep = [o for o in setup.overrides if not o.split("=", 1)[0].lstrip("+").startswith(("hypothesis", "design."))]
+    cfg: DictConfig = compose([*keep, f"hypothesis={confirm_path}", f"ledger={setup.ledger}"])
+    confirm_dir = run_dir / "confirm"
+    rctx = resolve_run(cfg, confirm_dir, cwd)
+    reg_hash, _ = registration.check_or_amend(setup.ledger, confirm_path, analysis_settings(rctx.design), False)
+    console.print(escape(f"confirmation registered before any new data: {confirm_data['name']} "
+                         f"({reg_hash[:12]}): {confirm_data['statement']}"), highlight=False)
+    rctx.extra["search"] = {"id": search_id, "sha256": search_sha, "path": _relative(run_dir / "search.json",
+                                                                                       setup.ledger),
+                            "exploration": stored["hash"]}
+    record = run_confirmation(rctx, console)
+    if setup.report:
+        try:
+            from framework.present.search_report import write_search_report
+
+            write_search_report(run_dir)
+        except Exception as exc:  # a report is a convenience; the verdict is in the ledger
+            console.print(f"[yellow]search report not written: {escape(str(exc))}[/yellow]")
+    _print_confirmation(console, summary, record)
+    return {**summary, "confirmation": record}
+
+
+class NoWinner(Exception):
+    """Exploration measured no candidate that could be confirmed (exit 3: no verdict without data)."""
+
+
+def raise_no_winner(run_dir: Path, explored: Explored) -> None:
+    raise NoWinner(f"the search measured no candidate meeting the goal's constraints with 2 launches or more "
+                      f"({explored.launches} launches spent: {explored.stop_reason}); nothing to confirm; "
+                      f"see {run_dir / 'search.json'}")
+
+
+def _relative(path: Path, ledger_path: Path) -> str:
+    import os
+
+    try:
+        return os.path.relpath(path.resolve(), ledger_path.resolve().parent)
+    except ValueError:
+        return str(path.resolve())
+
+
+def _print_summary(console: Console, summary: dict[str, Any]) -> None:
+    chosen = "; ".join(an.describe(c["point"]) + f" ({c['mean']:.4g} over {c['launches']} launches)"
+                       for c in summary["chosen"])
+    console.print(escape(f"search {summary['id']}: {summary['launches_spent']} launches spent "
+                         f"(a grid: {summary['grid_launches']}), {summary['candidates_launched']} candidates, "
+                         f"{summary['avoided_suggestions']} suggestions avoided; chosen: {chosen}"), highlight=False)
+    est = summary.get("estimate")
+    if est:
+        console.print(escape(
+            f"  exploration's estimate against the reference: naive {est['naive']:.4g} "
+            f"[{_fmt(est['naive_ci'][0])}, {_fmt(est['naive_ci'][1])}], selection-corrected {est['corrected']:.4g} "
+            f"[{_fmt(est['corrected_ci'][0])}, {_fmt(est['corrected_ci'][1])}] (winner's curse; {est['n_candidates']} "
+            f"candidates)"), highlight=False)
+
+
+def _fmt(v: Any) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
+def _print_confirmation(console: Console, summary: dict[str, Any], record: dict[str, Any]) -> None:
+    preds = "; ".join(f"{p['id']}: {p['verdict']} (estimate {_fmt(p.get('estimate'))}, interval "
+                      f"{p.get('ci')})" for p in record.get("predictions") or [])
+    est = summary.get("estimate") or {}
+    naive = f"; exploration: naive {est['naive']:.4g}, selection-corrected {est['corrected']:.4g}" if est else ""
+    console.print(escape(f"search {summary['id']} confirmation: {record['verdict']} on fresh launches: "
+                         f"{preds}{naive}"), highlight=False)
