@@ -551,10 +551,6 @@ def build(path: Path) -> tuple[str, list[Block], Path, str]:
     if not path.is_dir():
         raise ReportError(f"{path}: no such run directory, multirun directory or ledger")
     verdict = path / "verdict.json"
-    if (path / "search.json").is_file() and not verdict.is_file():  # a search directory (framework.run.search)
-        from framework.present.search_report import build_search
-
-        return build_search(path)
     if verdict.is_file():
         rec = read_json_object(verdict)
         if rec is None:

@@ -165,8 +165,9 @@ def _sampler(optuna: Any, s: Any, seed: int) -> Any:
     if s.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     startup = s.startup_trials or max(2, min(10, s.budget.launches // (2 * s.launches_per_candidate)))
+    # Optuna 5 reads constraints set on the trial (Trial.set_constraint); Optuna 4 asks a function for them
     constraints = (lambda t: t.user_attrs.get("constraints", [1.0] * len(s.goal.constraints))) \
-        if s.goal.constraints else None
+        if s.goal.constraints and not hasattr(optuna.trial.Trial, "set_constraint") else None
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup * s.launches_per_candidate,
                                       multivariate=True, constraints_func=constraints)
 
@@ -237,6 +238,9 @@ def explore(setup: SearchSetup, ctx: RunContext, writer: TrialsWriter, progress:
             if len(consts) < len(s.goal.constraints):
                 consts += [1.0] * (len(s.goal.constraints) - len(consts))
             trial.set_user_attr("constraints", consts)
+            if hasattr(trial, "set_constraint"):
+                for con, slack in zip(s.goal.constraints, consts, strict=True):
+                    trial.set_constraint(con, slack)
             trial.set_user_attr("launch_id", launch_id)
             study.tell(trial, values)
             record.update(state="complete", values=dict(zip([o.metric for o in objectives], values, strict=True)),
@@ -326,7 +330,9 @@ def summarize(setup: SearchSetup, explored: Explored, search_id: str) -> dict[st
     others = {an.describe(c.point): c.values[s.goal.metric] for c in ranking if c.point != ref_point}
     if ref is not None and ref.launches >= 2 and others and chosen and chosen[0].point != ref_point:
         w = selection.winner_estimate(others, ref.values[s.goal.metric], direction=direction, alpha=alpha)
-        estimate = {"against": "reference", **asdict(w)}
+        # the corrected estimate is for the argmax of the launches' geometric means; the search ranks by their
+        # median, so it says whether the two picked the same candidate
+        estimate = {"against": "reference", **asdict(w), "winner_is_chosen": w.winner == an.describe(chosen[0].point)}
     objectives = s.goal.objectives()
     front: dict[str, Any]
     if len(objectives) == 2 and len(eligible) >= 1:

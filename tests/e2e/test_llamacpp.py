@@ -9,6 +9,7 @@ seeded tiny Llama (framework.assets.tiny_gguf), generated once per module in a s
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import socket
 import sys
@@ -202,3 +203,25 @@ def test_the_command_backend_measures_any_openai_server(workdir, tiny_model):
     assert record["backend"] == "command" and record["verdict"] == "supported"
     rows = [r for r in ledger_records(Path(record["run_dir"]) / "trials.jsonl") if r["kind"] == "request"]
     assert len(rows) == 2 and all(r["ok"] and r["endpoint"] == "completions" for r in rows)
+
+
+def test_the_shipped_search_runs_on_a_real_server_and_audits_clean(workdir, tiny_model):
+    """`python -m framework search hypothesis=llamacpp_search backend=llamacpp`: every candidate a real llama.cpp
+    server, the exploration recorded as exploratory, the confirmation registered first and run on fresh launches;
+    whatever the hardware says, the verdict is drawn from measured data and its link to the search audits."""
+    (workdir / "models").mkdir()
+    shutil.copy(tiny_model, workdir / "models" / "tiny-llama.gguf")
+    out = framework("search", "hypothesis=llamacpp_search", "backend=llamacpp", "run_dir=s", cwd=workdir)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    summary = json.loads((workdir / "s" / "search.json").read_text())
+    assert summary["backend"] == "llamacpp" and summary["launches_spent"] == 6 < summary["grid_launches"] == 8
+    assert summary["chosen"] and all(len(c["launch_ids"]) >= 2 for c in summary["candidates"] if not c["failed"])
+    kinds = [r["kind"] for r in ledger_records(workdir / "verdicts.jsonl")]
+    assert kinds == ["exploration", "registration", "verdict"]
+    record = ledger_records(workdir / "verdicts.jsonl")[-1]
+    assert record["backend"] == "llamacpp" and record["search"]["id"] == summary["id"]
+    assert all(p["estimate"] is not None and p["ci"] for p in record["predictions"]), record["predictions"]
+    argv = next(r["argv"] for r in ledger_records(workdir / "s" / "trials.jsonl") if r["kind"] == "launch")
+    assert argv[1:3] == ["-m", "llama_cpp.server"]
+    audit = framework("audit", cwd=workdir)
+    assert audit.returncode == 0, audit.stdout[-2000:] + audit.stderr[-2000:]
