@@ -307,3 +307,25 @@ def confirm_hypothesis(h: Hypothesis, chosen: list[dict[str, str]], search_id: s
     if h.server_args:
         data["server_args"] = list(h.server_args)
     return data
+
+
+LOAD_SETTINGS = ("request_rate", "concurrency")  # workload dimensions that are a load: an SLO has a capacity along them
+
+
+def capacity_ladders(cands: dict[int, Candidate], s: SearchBlock, at: dict[str, str]) -> list[dict[str, Any]]:
+    """For each load dimension and each constraint: the measured loads of the configuration `at` (the other
+    dimensions held at its values) with their per-launch values of the constrained metric, as the SLO capacity's
+    ladder (framework.stats.capacity takes it from here)."""
+    out = []
+    for name, dim in s.space.items():
+        if dim.workload not in LOAD_SETTINGS:
+            continue
+        for con in s.goal.parsed_constraints():
+            rungs = []
+            for c in cands.values():
+                if all(c.point[k] == v for k, v in at.items() if k != name) and c.values.get(con.metric):
+                    rungs.append((float(c.point[name]), list(c.values[con.metric])))
+            if rungs:
+                out.append({"dimension": name, "constraint": con.text(), "metric": con.metric, "op": con.op,
+                            "threshold": con.bound, "rungs": sorted(rungs)})
+    return out

@@ -52,6 +52,7 @@ from framework.run.launch import run_launch
 from framework.run.preflight import backend_fits, backend_settings, check_pair, size_problems
 from framework.run.resolve import coverage_or_refuse, effective_design, load_pair
 from framework.run.writer import TrialsWriter, now_iso
+from framework.stats import capacity as capacity_mod
 from framework.stats import pareto, selection
 
 MAX_ASKS_PER_LAUNCH = 50  # suggestions Optuna may make per launch of budget before the space counts as exhausted
@@ -348,6 +349,11 @@ def summarize(setup: SearchSetup, explored: Explored, search_id: str) -> dict[st
                              "estimate": asdict(pareto.point_estimate(s.goal.metric, c.values[s.goal.metric], alpha))}
                             for c in sorted(eligible.values(), key=lambda c: c.index)],
                  "best": [an.describe(c.point) for c in ranking[:1]]}
+    capacity = []  # an SLO along a load dimension: the highest load meeting it, with a lower confidence bound
+    for ladder in an.capacity_ladders(cands, s, chosen[0].point if chosen else ref_point):
+        cap = capacity_mod.slo_capacity([capacity_mod.LoadLevel(load, vals) for load, vals in ladder["rungs"]],
+                                        ladder["threshold"], ladder["op"], alpha=alpha)
+        capacity.append({k: v for k, v in ladder.items() if k != "rungs"} | asdict(cap))
     return _finite({
         "schema": "framework.search/1",
         "id": search_id,
@@ -372,6 +378,7 @@ def summarize(setup: SearchSetup, explored: Explored, search_id: str) -> dict[st
         "ranking": [an.describe(c.point) for c in ranking],
         "front": front,
         "estimate": estimate,
+        "capacity": capacity,
         "confirm": s.confirm.model_dump(),
         "candidates": [c.to_dict(s) for c in sorted(cands.values(), key=lambda c: c.index)],
         "trials": explored.trials,

@@ -76,3 +76,24 @@ def test_the_confirmation_is_a_valid_hypothesis_with_the_declared_min_effect_and
     assert c.design.seed == an.confirm_seed("abc") != h.design.seed and c.design.launches == 4
     top2 = Hypothesis.model_validate(an.confirm_hypothesis(h, [chosen, chosen], "abc"))
     assert [p.level for p in top2.predictions] == ["top1", "top2"] and top2.design.alpha == pytest.approx(0.025)
+
+
+def test_an_slo_along_a_load_dimension_gives_the_capacity_ladder_of_the_chosen_configuration():
+    from framework.core.search import SearchBlock
+    from framework.stats.capacity import LoadLevel, slo_capacity
+
+    s = SearchBlock.model_validate({
+        "space": {"load": {"workload": "concurrency", "values": [1, 2, 4]},
+                  "fusion": {"flag": "--enable-flashinfer-allreduce-fusion", "values": [False, True]}},
+        "reference": {"load": 1, "fusion": False},
+        "goal": {"metric": "output_throughput", "direction": "maximize", "constraints": ["ttft_s.p99 <= 0.5"]},
+        "budget": {"launches": 8}, "confirm": {"min_effect": 0.05}})
+    ttft = {"1": [0.1, 0.11, 0.1], "2": [0.3, 0.31, 0.29], "4": [0.9, 1.0, 0.95]}
+    cands = {i: an.Candidate(i, {"load": lv, "fusion": "true"},
+                             values={"output_throughput": [1.0, 1.0, 1.0], "ttft_s.p99": v})
+             for i, (lv, v) in enumerate(ttft.items())}
+    cands[9] = an.Candidate(9, {"load": "4", "fusion": "false"}, values={"ttft_s.p99": [0.2, 0.2]})  # other config
+    (ladder,) = an.capacity_ladders(cands, s, {"load": "2", "fusion": "true"})
+    assert ladder["dimension"] == "load" and [r[0] for r in ladder["rungs"]] == [1.0, 2.0, 4.0]
+    cap = slo_capacity([LoadLevel(x, v) for x, v in ladder["rungs"]], ladder["threshold"], ladder["op"])
+    assert cap.estimate == 2.0 and cap.lower_bound in (1.0, 2.0)
