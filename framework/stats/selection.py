@@ -65,8 +65,25 @@ class WinnerEstimate:
 
 
 def truncnorm_cdf(x: float, mu: float, sd: float, lo: float, hi: float) -> float:
-    """P(X <= x) for N(mu, sd^2) truncated to [lo, hi] (scipy's tail-stable truncnorm)."""
-    return float(stats.truncnorm.cdf(x, (lo - mu) / sd, (hi - mu) / sd, loc=mu, scale=sd))
+    """P(X <= x) for N(mu, sd^2) truncated to [lo, hi], stable far in either tail.
+
+    Equal to scipy's `truncnorm.cdf` (the tests cross-check it) at a fraction of its cost: the root
+    finder calls it a hundred times per estimate. Far in the upper tail it works with log survival
+    functions, far in the lower tail with log CDFs (`special.log_ndtr`), so neither side cancels.
+    """
+    a, b, z = (lo - mu) / sd, (hi - mu) / sd, (x - mu) / sd
+    if z <= a:
+        return 0.0
+    if z >= b:
+        return 1.0
+    if a > 0:  # all the mass in the upper tail: 1 - F = (S(z) - S(b)) / (S(a) - S(b)), S(t) = Phi(-t)
+        la, lb, lz = special.log_ndtr(-a), special.log_ndtr(-b), special.log_ndtr(-z)
+        return float(-math.expm1(lz - la) / -math.expm1(lb - la)) if b < math.inf else float(-math.expm1(lz - la))
+    if b < 0:  # all the mass in the lower tail
+        la, lb, lz = special.log_ndtr(a), special.log_ndtr(b), special.log_ndtr(z)
+        return float((math.exp(lz - lb) - math.exp(la - lb)) / -math.expm1(la - lb))
+    pa, pb = float(special.ndtr(a)), float(special.ndtr(b))
+    return (float(special.ndtr(z)) - pa) / (pb - pa)
 
 
 def _solve(x: float, sd: float, lo: float, hi: float, level: float) -> float:
