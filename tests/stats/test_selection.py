@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from framework.stats.selection import conditional_winner, expected_max_bias, truncnorm_cdf, winner_estimate
+from framework.stats.selection import (
+    conditional_winner,
+    expected_max_bias,
+    hybrid_winner,
+    projection_quantile,
+    truncnorm_cdf,
+    winner_estimate,
+)
 
 
 def _still_winner(x: np.ndarray, cov: np.ndarray, k: int, xk: float) -> bool:
@@ -95,6 +102,49 @@ def test_known_variance_equal_candidates_median_unbiased_and_covered():
     assert stats.binomtest(naive_covered, runs).proportion_ci(0.999).high < 0.90
 
 
+def test_hybrid_is_bounded_by_the_projection_interval_and_keeps_its_coverage():
+    rng = np.random.default_rng(20261202)
+    k, sd_c, sd_r, runs = 6, 0.02, 0.015, 1000
+    cov = np.full((k, k), sd_r ** 2) + np.eye(k) * sd_c ** 2
+    c = projection_quantile(cov, 0.99)
+    above = covered = 0
+    for _ in range(runs):
+        x = sd_c * rng.normal(size=k) + sd_r * rng.normal()
+        res = hybrid_winner(x, cov, alpha=0.05)  # beta = 0.01
+        half = res.projection * res.sd
+        assert res.projection == c
+        lo, hi = res.observed - half - 1e-12, res.observed + half + 1e-12
+        assert lo <= res.ci[0] <= res.median_unbiased <= res.ci[1] <= hi
+        above += res.median_unbiased > 0
+        covered += res.ci[0] <= 0 <= res.ci[1]
+    cov_ci = stats.binomtest(covered, runs).proportion_ci(0.999)
+    assert cov_ci.high >= 0.90, covered  # at least 1 - 2 alpha (AKM Proposition 6), up to Monte Carlo error
+    half = stats.binomtest(above, runs).proportion_ci(0.999)
+    assert half.low <= 0.5 + 0.01 and half.high >= 0.5 - 0.01, above  # median-unbiased up to beta
+
+
+def test_projection_quantile_of_independent_candidates():
+    # max of k independent |N(0,1)|: P(max <= c) = (2 Phi(c) - 1)^k
+    c = projection_quantile(np.eye(3), 0.95, draws=200000)
+    assert abs((2 * stats.norm.cdf(c) - 1) ** 3 - 0.95) < 0.003
+
+
+def test_a_clear_winner_needs_no_correction():
+    x, cov = [1.0, 0.0, 0.1], np.eye(3) * 0.01  # 10 sds ahead of the runner-up
+    for res in (conditional_winner(x, cov), hybrid_winner(x, cov)):
+        assert math.isclose(res.median_unbiased, 1.0, abs_tol=1e-6)
+    assert np.allclose(conditional_winner(x, cov).ci, (1 - 0.1 * stats.norm.ppf(0.95), 1 + 0.1 * stats.norm.ppf(0.95)))
+
+
+def test_pooled_variance_uses_every_group():
+    ref = [1.0, 1.02, 0.98]
+    cands = {"a": [1.0, 1.001, 0.999], "b": [0.99, 1.03, 0.97]}
+    sep = winner_estimate(cands, ref, variance="separate", method="conditional")
+    pool = winner_estimate(cands, ref, variance="pooled", method="conditional")
+    assert sep.winner == pool.winner and sep.naive == pool.naive
+    assert sep.corrected_ci != pool.corrected_ci and pool.variance == "pooled"
+
+
 def test_winner_estimate_from_launch_values():
     rng = np.random.default_rng(5)
     ref = list(np.exp(rng.normal(0, 0.01, 4)))
@@ -120,5 +170,7 @@ def test_bad_input():
         winner_estimate({"a": [1.0, 1.1]}, [1.0, 1.1], "up")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="no candidates"):
         winner_estimate({}, [1.0, 1.1])
+    with pytest.raises(ValueError, match="method"):
+        winner_estimate({"a": [1.0, 1.1]}, [1.0, 1.1], method="bootstrap")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="square"):
         conditional_winner([1.0, 2.0], [[1.0]])
