@@ -6,21 +6,21 @@ candidates the naive estimate of a null effect is about +1.4 standard errors of 
 mean). The confirmation on fresh launches is unbiased; this module says what the exploration data
 alone support once the selection is accounted for.
 
-Method: conditional inference on the winner (Andrews, Kitagawa & McCloskey 2019/2024, "Inference on
-winners", section 3). With X ~ N(mu, Sigma) the candidates' effect estimates (log ratio against the
-reference, oriented so that larger is better) and the winner k = argmax X, write
+Method: conditional inference on the winner (Andrews, Kitagawa & McCloskey, "Inference on winners",
+QJE 2024; NBER working paper 2019). With X ~ N(mu, Sigma) the candidates' effect estimates (log ratio
+against the reference, oriented so that larger is better) and the winner k = argmax X, write
 X_j = Z_j + c_j X_k with c_j = Sigma_jk / Sigma_kk; the selection event {X_k >= X_j for all j} is
 then X_k in [L, U], L = max_{c_j < 1} Z_j / (1 - c_j), U = min_{c_j > 1} Z_j / (1 - c_j), and
 conditionally on Z, X_k ~ N(mu_k, Sigma_kk) truncated to [L, U]. The **median-unbiased** estimate
 solves F_TN(X_k; mu, L, U) = 1/2, and the equal-tailed (1 - 2 alpha) conditional interval solves
 F_TN = 1 - alpha and alpha (F_TN is decreasing in mu). Sigma is the plug-in Welch variance: each
-contrast's s_k^2/n_k + s_R^2/n_R, their covariance s_R^2/n_R through the shared reference. The
-theory treats Sigma as known; with 3-5 launches its plug-in makes the correction approximate
-(benchmarks/calibration_search.py measures it; `variance="pooled"` steadies it). The purely
-conditional estimate and interval run off towards -inf when the winner barely beat the runner-up,
-so the default is AKM's **hybrid** (their section 4): also condition on mu_k lying in the
-projection interval X_k +/- c_beta sd (simultaneous over the candidates at level 1 - beta), which
-bounds both; its interval covers at least 1 - 2 alpha and its estimate is median-unbiased up to beta.
+contrast's s_k^2/n_k + s_R^2/n_R, their covariance s_R^2/n_R through the shared reference (or one
+pooled launch variance, `variance="pooled"`). The theory treats Sigma as known; with 3-5 launches
+its plug-in makes the correction approximate (benchmarks/calibration_search.py measures it). The
+purely conditional estimate and interval run off towards -inf when the winner barely beat the
+runner-up, so the default is AKM's **hybrid**: also condition on mu_k lying in the projection
+interval X_k +/- c_beta sd (simultaneous over the candidates at level 1 - beta), which bounds both;
+its interval covers at least 1 - 2 alpha and its estimate is median-unbiased up to beta.
 
 It assumes the winner is the argmax of the launch-level means over the candidates passed (the
 explored ones). Inputs are launch-level values. Pure functions over plain data.

@@ -118,7 +118,7 @@ def test_hybrid_is_bounded_by_the_projection_interval_and_keeps_its_coverage():
         above += res.median_unbiased > 0
         covered += res.ci[0] <= 0 <= res.ci[1]
     cov_ci = stats.binomtest(covered, runs).proportion_ci(0.999)
-    assert cov_ci.high >= 0.90, covered  # at least 1 - 2 alpha (AKM Proposition 6), up to Monte Carlo error
+    assert cov_ci.high >= 0.90, covered  # at least 1 - 2 alpha (AKM), up to Monte Carlo error
     half = stats.binomtest(above, runs).proportion_ci(0.999)
     assert half.low <= 0.5 + 0.01 and half.high >= 0.5 - 0.01, above  # median-unbiased up to beta
 
