@@ -330,7 +330,8 @@ def summarize(setup: SearchSetup, explored: Explored, search_id: str) -> dict[st
     estimate: dict[str, Any] | None = None
     others = {an.describe(c.point): c.values[s.goal.metric] for c in ranking if c.point != ref_point}
     if ref is not None and ref.launches >= 2 and others and chosen and chosen[0].point != ref_point:
-        w = selection.winner_estimate(others, ref.values[s.goal.metric], direction=direction, alpha=alpha)
+        w = selection.winner_estimate(others, ref.values[s.goal.metric], direction=direction, alpha=alpha,
+                                      variance="pooled")  # one launch noise for all: steadier at 2-4 launches
         # the corrected estimate is for the argmax of the launches' geometric means; the search ranks by their
         # median, so it says whether the two picked the same candidate
         estimate = {"against": "reference", **asdict(w), "winner_is_chosen": w.winner == an.describe(chosen[0].point)}

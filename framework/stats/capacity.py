@@ -41,7 +41,7 @@ SloOp = Literal["<=", ">="]
 
 @dataclass(frozen=True)
 class LoadLevel:
-    """One rung of the ladder: the load (req/s or concurrency, the caller's unit) and per-launch SLO metric values (> 0)."""
+    """A rung of the ladder: the load (req/s or concurrency, the caller's unit), per-launch SLO metric values (> 0)."""
 
     load: float
     values: Sequence[float]
