@@ -25,6 +25,8 @@ commands:
   validate [FILE...]       check every hypothesis and experiment file (exit 2 on problems)
   plan hypothesis=NAME     launches per condition for power 0.9 and the expected wall time
                            [pilot=RUN_DIR] [power=0.9]
+  fit pilot=RUN_DIR...     fit a twin (the sim's model) to pilot runs of any backend [out=PATH]; serve it
+                           with backend=sim sim_profile=PATH
   register hypothesis=NAME pre-register a hypothesis in the ledger before any data [ledger=PATH]
   audit [ledger=PATH] [expect_head=SHA|HEAD_FILE]
                            verify the hash chain, trials hashes, every verdict and its backend/host
@@ -41,7 +43,7 @@ examples:
 
 COMMANDS: dict[str, str] = {  # command -> module under framework.cli
     "run": "run", "validate": "validate", "plan": "plan", "register": "register",
-    "audit": "audit", "report": "report", "schema": "schema",
+    "audit": "audit", "report": "report", "schema": "schema", "fit": "fit",
 }
 
 

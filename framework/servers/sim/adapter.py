@@ -156,3 +156,18 @@ def plan_assumptions(h: Hypothesis, exp: Experiment, *,
                    f"speed-up {measurement['speedup']:g}): between launches {measurement['between']:.2%}, "
                    f"per request {within} (probe=false leaves it out)")
     return assumptions, source
+
+
+def twin_predict(fit: Any, config: Any) -> dict[str, float]:
+    """A fitted twin's noise-free launch means at a configuration (framework.servers.sim.twin.predict)."""
+    from framework.servers.sim.twin import predict
+
+    return predict(fit, config)
+
+
+def twin_engine_summary(config: Any) -> dict[str, Any]:
+    """What a twin reads from a configuration's engine flags (threads, prefill chunk, slots, context)."""
+    from framework.core.twin import blank
+    from framework.servers.sim.twin import engine_summary
+
+    return engine_summary(blank(config.engine), config)
