@@ -171,3 +171,37 @@ def twin_engine_summary(config: Any) -> dict[str, Any]:
     from framework.servers.sim.twin import engine_summary
 
     return engine_summary(blank(config.engine), config)
+
+
+def twin_config(h: Hypothesis, exp: Experiment, cond: Any, engine: str, *, requests: int, warmup: int) -> Any:
+    """A condition as a twin's configuration (its engine's flags and the workload's typical lengths)."""
+    from framework.core.twin import TwinConfig
+
+    w = design_mod.workload_for(h, exp, cond)
+    return TwinConfig(engine=engine, flags=list(design_mod.server_args_for(h, exp, cond)), tp_size=exp.tp_size,
+                      concurrency=w.concurrency, prompt_tokens=mean_length(w.prompt_tokens),
+                      output_tokens=mean_length(w.output_tokens), requests=requests, warmup=warmup)
+
+
+def twin_predictions(h: Hypothesis, exp: Experiment, *, requests: int, warmup: int,
+                     level: float = 0.9) -> dict[str, Any] | None:
+    """Per condition, a fitted twin's predicted launch mean and prediction interval of every request metric
+    (framework.analysis.twinfit.predict_interval); None unless the conditions run a twin profile."""
+    from framework.analysis.twinfit import predict_interval
+    from framework.servers.sim.twin import predict
+
+    out: dict[str, Any] = {}
+    for cond in design_mod.conditions(h):
+        try:
+            profile = load_profile(design_mod.sim_profile_for(h, exp, cond))
+        except ProfileError:
+            return None
+        if profile.twin is None:
+            return None
+        w = design_mod.workload_for(h, exp, cond)
+        if w.open_loop or w.dataset is not None:
+            out[cond.label()] = {"not_predicted": "the twin predicts closed-loop synthetic workloads only"}
+            continue
+        config = twin_config(h, exp, cond, profile.twin.engine, requests=requests, warmup=warmup)
+        out[cond.label()] = predict_interval(profile.twin, config, predict, level=level)
+    return out
