@@ -96,8 +96,8 @@ def main(args: list[str]) -> int:
         sources.append({"path": str(run_dir), "trials_sha256": hashlib.sha256(trials.read_bytes()).hexdigest(),
                         "launches": len(got), "engine": engine})
     if len(engines) > 1:
-        raise ConfigError("command line", "pilot", f"the pilots measured different engines ({', '.join(sorted(engines))});"
-                                                   " fit one engine at a time")
+        which = ", ".join(sorted(engines))
+        raise ConfigError("command line", "pilot", f"the pilots measured different engines ({which}); fit one at a time")
     engine = engines.pop()
     model = adapters.for_row(BACKENDS["sim"])
     assert model is not None

@@ -105,8 +105,9 @@ class TwinFit(_Strict):
 
 def blank(engine: Engine, name: str = "twin", reference_threads: int | None = None) -> TwinFit:
     """A twin with every parameter unidentified (the fit's starting document)."""
-    return TwinFit(name=name, engine=engine, reference_threads=reference_threads, parameters={
-        k: Parameter(estimate=None, unit=unit, identifiable=False, needs=needs) for k, (unit, needs) in PARAMETERS.items()})
+    params = {k: Parameter(estimate=None, unit=unit, identifiable=False, needs=needs)
+              for k, (unit, needs) in PARAMETERS.items()}
+    return TwinFit(name=name, engine=engine, reference_threads=reference_threads, parameters=params)
 
 
 def is_twin_document(data: object) -> bool:
