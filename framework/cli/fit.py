@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,7 @@ def main(args: list[str]) -> int:
     pilots, opts = parse(args)
     launches: list[twinfit.Launch] = []
     sources, engines = [], set()
+    startups: list[float] = []
     for p in pilots:
         run_dir = Path(p)
         trials = run_dir / "trials.jsonl"
@@ -86,6 +88,7 @@ def main(args: list[str]) -> int:
         except TrialsFileError as exc:
             raise ConfigError("command line", "pilot", str(exc)) from None
         engine = opts.get("engine") or engine_of(rows, run_dir)
+        startups += [float(r["startup_s"]) for r in rows if r.get("kind") == "launch" and r.get("startup_s")]
         engines.add(engine)
         got = twinfit.launches_from_rows(rows, engine)
         if not got:
@@ -97,13 +100,14 @@ def main(args: list[str]) -> int:
                         "launches": len(got), "engine": engine})
     if len(engines) > 1:
         which = ", ".join(sorted(engines))
-        raise ConfigError("command line", "pilot", f"the pilots measured different engines ({which}); fit one at a time")
+        raise ConfigError("command line", "pilot", f"the pilots measured different engines ({which}); fit one")
     engine = engines.pop()
     model = adapters.for_row(BACKENDS["sim"])
     assert model is not None
     try:
         fitted = twinfit.fit(launches, model.twin_predict, engine=engine, name=opts.get("name", f"twin_{engine}"),
-                             reference_threads=reference_threads(launches), pilots=sources)
+                             reference_threads=reference_threads(launches), pilots=sources,
+                             fixed={"launch_startup_s": statistics.median(startups)} if startups else {})
     except twinfit.FitError as exc:
         raise ConfigError("command line", "pilot", f"nothing fittable: {exc}") from None
     out = Path(opts.get("out", f"twin_{engine}.yaml"))

@@ -125,3 +125,15 @@ def test_a_twin_of_llamacpp_queues_streams_on_its_one_slot() -> None:
     assert math.isclose(a["tpot_s"], b["tpot_s"], rel_tol=1e-9)  # never batched
     assert b["ttft_s"] > 2 * a["ttft_s"]  # each waits for the streams ahead of it
     assert math.isclose(a["tpot_s"], KNOWN["decode_step_us"] * 2 ** -0.5 / 1e6, rel_tol=1e-9)
+
+
+def test_plan_with_a_twin_says_launches_and_expected_refutations(workdir: Path) -> None:
+    profile = _workdir(workdir, noise=0.03)
+    text = PILOT.replace("kind: increase", "kind: decrease")  # two threads are faster: a decrease is refuted
+    (workdir / "hypotheses" / "twin_pilot.yaml").write_text(text)
+    p = framework("plan", "hypothesis=twin_pilot", "backend=sim", f"sim_profile={profile}", cwd=workdir)
+    assert p.returncode == 0, p.stderr
+    out = " ".join(p.stdout.split())
+    assert "assumptions from the twin" in out and "no probe" in out
+    assert "the twin already expects twin_pilot to be refuted on this deployment: two_threads_faster" in out
+    assert not (workdir / "outputs").exists()  # nothing launched
