@@ -185,10 +185,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "twin" / "validation.json")
     ap.add_argument("--keep", type=Path, default=None, help="keep each server's working directory under this one")
     args = ap.parse_args()
-    old = json.loads(args.out.read_text()) if args.out.exists() else {"rows": []}
-    rows = {r["backend"]: r for r in old.get("rows", [])}
     for server in args.servers:
-        rows[server] = validate(server, args.keep)
+        row = validate(server, args.keep)
+        old = json.loads(args.out.read_text()) if args.out.exists() else {"rows": []}  # re-read: another may write
+        rows = {r["backend"]: r for r in old.get("rows", [])}
+        rows[server] = row
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"targets": {"median_abs_error": "<= 0.10", "coverage_90": ">= 0.80"},
                                         "rows": [rows[k] for k in sorted(rows)]}, indent=1) + "\n")
