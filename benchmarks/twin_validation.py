@@ -102,7 +102,7 @@ def predictions(twin_path: Path, work: Path, hypothesis: str, experiment: str) -
     out = {}
     for cond in design_mod.conditions(h):
         config = model.twin_config(h, exp, cond, fit.engine, requests=h.design.requests, warmup=h.design.warmup)
-        out[cond.label()] = {"config": config.model_dump(),
+        out[cond.label()] = {"levels": cond.levels, "config": config.model_dump(),
                              "metrics": predict_interval(fit, config, model.twin_predict, level=0.9, metrics=METRICS)}
     return out
 
@@ -115,7 +115,7 @@ def measured(run_dir: Path) -> dict[str, list[dict[str, float]]]:
     for r in rows:
         if r.get("kind") == "request" and r.get("ok") and r.get("phase") == "measured":
             by_launch.setdefault(r["launch_id"], []).append(r)
-            labels[r["launch_id"]] = ", ".join(f"{k}={v}" for k, v in r["levels"].items())
+            labels[r["launch_id"]] = json.dumps(r["levels"], sort_keys=True)
     out: dict[str, list[dict[str, float]]] = {}
     for lid, rs in sorted(by_launch.items()):
         means = {m: statistics.mean(float(r[m]) for r in rs if r.get(m) is not None) for m in METRICS}
@@ -125,8 +125,10 @@ def measured(run_dir: Path) -> dict[str, list[dict[str, float]]]:
 
 def compare(pred: dict[str, Any], meas: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
     errors, inside, widths, detail = [], [], [], []
-    for label, launches in meas.items():
-        p = pred.get(label)
+    by_levels = {json.dumps(p.get("levels") or dict(kv.split("=", 1) for kv in label.split(", ")), sort_keys=True):
+                 (label, p) for label, p in pred.items()}
+    for key, launches in meas.items():
+        label, p = by_levels.get(key, (None, None))
         if p is None:
             continue
         for launch in launches:
@@ -148,20 +150,38 @@ def compare(pred: dict[str, Any], meas: dict[str, list[dict[str, float]]]) -> di
             "comparisons": len(errors), "detail": detail}
 
 
-def validate(server: str, keep: Path | None) -> dict[str, Any]:
+def held_out_losses(run_dir: Path) -> dict[str, int]:
+    """Held-out launches and requests, and how many were lost (a lost launch has no figure to compare)."""
+    rows = [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
+    ends = [r for r in rows if r.get("kind") == "launch_end"]
+    reqs = [r for r in rows if r.get("kind") == "request"]
+    return {"launches": len(ends), "launches_not_ok": sum(not r.get("ok", True) for r in ends),
+            "requests": len(reqs), "requests_failed": sum(not r.get("ok") for r in reqs)}
+
+
+def validate(server: str, keep: Path | None, reuse: bool = False) -> dict[str, Any]:
     cfg = SERVERS[server]
     work = keep / server if keep else Path(tempfile.mkdtemp(prefix=f"twin-{server}-"))
-    prepare(server, work)
-    load_before = uptime()
-    t0 = time.monotonic()
-    framework(["run", f"hypothesis={cfg['pilot']}", *cfg["backend"], "progress=false", "report=false"], work)
-    pilot = last_run(work)
     twin = work / "twin.yaml"
-    framework(["fit", f"pilot={pilot}", f"out={twin}"], work)
-    pred = predictions(twin, work, cfg["heldout"], cfg["experiment"])
-    (work / "predictions.json").write_text(json.dumps(pred, indent=1))  # written before the held-out run
-    framework(["run", f"hypothesis={cfg['heldout']}", *cfg["backend"], "progress=false", "report=false"], work)
-    result = compare(pred, measured(last_run(work)))
+    t0 = time.monotonic()
+    if reuse and (work / "predictions.json").is_file():  # compare the kept runs again (nothing is run)
+        load_before = json.loads((work / "load.json").read_text())["before"]
+        pred = json.loads((work / "predictions.json").read_text())
+        heldout = last_run(work)
+    else:
+        prepare(server, work)
+        load_before = uptime()
+        (work / "load.json").write_text(json.dumps({"before": load_before}))
+        framework(["run", f"hypothesis={cfg['pilot']}", *cfg["backend"], "progress=false", "report=false"], work)
+        pilot = last_run(work)
+        framework(["fit", f"pilot={pilot}", f"out={twin}"], work)
+        pred = predictions(twin, work, cfg["heldout"], cfg["experiment"])
+        (work / "predictions.json").write_text(json.dumps(pred, indent=1))  # written before the held-out run
+        framework(["run", f"hypothesis={cfg['heldout']}", *cfg["backend"], "progress=false", "report=false"], work)
+        heldout = last_run(work)
+        (work / "load.json").write_text(json.dumps({"before": load_before, "after": uptime()}))
+    result = compare(pred, measured(heldout))
+    lost = held_out_losses(heldout)
     fit = yaml.safe_load(twin.read_text())
     print(f"{server}: median |error| {result['median_abs_error']}, coverage {result['coverage_90']}, "
           f"width {result['median_interval_width']} ({result['comparisons']} comparisons)", flush=True)
@@ -174,7 +194,10 @@ def validate(server: str, keep: Path | None) -> dict[str, Any]:
         "parameters": {k: [v["estimate"], v["se"]] for k, v in fit["parameters"].items() if v["identifiable"]},
         "pilot": f"benchmarks/twin/{cfg['pilot']}.yaml", "held_out": f"benchmarks/twin/{cfg['heldout']}.yaml",
         "command": f"python benchmarks/twin_validation.py --servers {server}",
-        "uptime_before": load_before, "uptime_after": uptime(), "wall_s": round(time.monotonic() - t0, 1),
+        "held_out_losses": lost,
+        "uptime_before": load_before,
+        "uptime_after": json.loads((work / "load.json").read_text()).get("after", uptime()),
+        "wall_s": round(time.monotonic() - t0, 1),
         "detail": result["detail"],
     }
 
@@ -184,9 +207,10 @@ def main() -> None:
     ap.add_argument("--servers", nargs="+", choices=sorted(SERVERS), default=["llamacpp", "vllm"])
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "twin" / "validation.json")
     ap.add_argument("--keep", type=Path, default=None, help="keep each server's working directory under this one")
+    ap.add_argument("--reuse", action="store_true", help="with --keep: compare the kept runs again, run nothing")
     args = ap.parse_args()
     for server in args.servers:
-        row = validate(server, args.keep)
+        row = validate(server, args.keep, args.reuse)
         old = json.loads(args.out.read_text()) if args.out.exists() else {"rows": []}  # re-read: another may write
         rows = {r["backend"]: r for r in old.get("rows", [])}
         rows[server] = row
