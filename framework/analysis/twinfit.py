@@ -310,6 +310,11 @@ def fit(launches: list[Launch], predict: Predict, *, engine: str, name: str = "t
                                residual_df=max(1, int(round(n_launch - p * n_launch / max(1, n_obs)))),
                                launches=nl, requests=nr)
     notes = []
+    for n in free:
+        lo, hi = LOWER.get(n, 0.0), UPPER.get(n, math.inf)
+        if math.isclose(values[n], lo, abs_tol=1e-9 * max(1.0, abs(lo))) or values[n] >= hi * (1 - 1e-9):
+            notes.append(f"{n} ended at its bound ({values[n]:.4g}): the model does not fit what the pilot measured "
+                         "there; its standard error is not a valid interval")
     if n_obs <= p:
         notes.append(f"{n_obs} observations for {p} parameters: no standard errors")
     return base.model_copy(update={"parameters": params, "covariance": covariance, "noise": noise,

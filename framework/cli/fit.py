@@ -132,4 +132,6 @@ def show(fit: TwinFit, out: Path) -> None:
         fmt = lambda v: f"{v:.2%}" if v is not None else "not estimable"  # noqa: E731
         console.print(f"  {m}: launch sd {fmt(nz.launch_log_sd)}, request sd {fmt(nz.request_log_sd)}, "
                       f"residual sd {nz.residual_log_sd:.2%} (log scale, df {nz.residual_df})")
+    for note in fit.notes:
+        console.print(f"  note: {note}")
     console.print(f"twin: {out}  (serve it: backend=sim sim_profile={out})")
