@@ -41,7 +41,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "benchmarks" / "twin"
 METRICS = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s", "output_tok_s")
-VLLM_PY = Path(os.environ.get("FRAMEWORK_VLLM_VENV", Path.home() / ".cache" / "framework" / "vllm-venv")) / "bin" / "python"
+VLLM_VENV = Path(os.environ.get("FRAMEWORK_VLLM_VENV", Path.home() / ".cache" / "framework" / "vllm-venv"))
+VLLM_PY = VLLM_VENV / "bin" / "python"
 
 SERVERS: dict[str, dict[str, Any]] = {
     "llamacpp": {"pilot": "llamacpp_pilot", "heldout": "llamacpp_heldout", "experiment": "tiny_llama_cpu",
