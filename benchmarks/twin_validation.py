@@ -180,7 +180,8 @@ def validate(server: str, keep: Path | None, reuse: bool = False) -> dict[str, A
         (work / "predictions.json").write_text(json.dumps(pred, indent=1))  # written before the held-out run
         framework(["run", f"hypothesis={cfg['heldout']}", *cfg["backend"], "progress=false", "report=false"], work)
         heldout = last_run(work)
-        (work / "load.json").write_text(json.dumps({"before": load_before, "after": uptime()}))
+        (work / "load.json").write_text(json.dumps({"before": load_before, "after": uptime(),
+                                                    "wall_s": round(time.monotonic() - t0, 1)}))
     result = compare(pred, measured(heldout))
     lost = held_out_losses(heldout)
     fit = yaml.safe_load(twin.read_text())
@@ -198,7 +199,7 @@ def validate(server: str, keep: Path | None, reuse: bool = False) -> dict[str, A
         "held_out_losses": lost,
         "uptime_before": load_before,
         "uptime_after": json.loads((work / "load.json").read_text()).get("after", uptime()),
-        "wall_s": round(time.monotonic() - t0, 1),
+        "wall_s": json.loads((work / "load.json").read_text()).get("wall_s"),  # of the runs (not of a --reuse)
         "detail": result["detail"],
     }
 
