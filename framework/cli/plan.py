@@ -145,7 +145,8 @@ def main(args: list[str]) -> int:
     else:
         measurement = None
         row = resolved.backend.table
-        if probe not in ("false", "0", "no") and row.simulated:
+        twin = row.simulated and getattr(adapters.for_row(row), "is_twin", lambda *_: False)(h, exp)
+        if probe not in ("false", "0", "no") and row.simulated and not twin:
             measurement = probe_measurement_noise(h, exp, resolved.backend.model_dump(), launches=PROBE_LAUNCHES,
                                                   requests=PROBE_REQUESTS)
         try:
@@ -159,8 +160,13 @@ def main(args: list[str]) -> int:
         print_anytime_plan(make_console(), h, any_plan, source, d)
         return EXIT_OK
     rows = plan(h, **assumptions, requests=d.requests, warmup=d.warmup, power=power, alpha=d.alpha)
-    print_plan(make_console(), h, rows, power, source, d.requests, d.warmup, block=d.sequential.block,
+    console = make_console()
+    print_plan(console, h, rows, power, source, d.requests, d.warmup, block=d.sequential.block,
                alpha=d.alpha)
+    if source.startswith("assumptions from the twin"):
+        refuted = [r.prediction for r in rows if r.target == "refuted"]
+        console.print(f"the twin already expects {h.name} to be refuted on this deployment: {', '.join(refuted)}"
+                      if refuted else f"the twin expects no prediction of {h.name} to be refuted on this deployment")
     return EXIT_OK
 
 

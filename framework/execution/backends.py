@@ -196,6 +196,7 @@ class BackendSettings(BaseModel):
     env: dict[str, str] = {}
     api_key: str | None = None
     # simulator only
+    flags: str | None = None  # whose flag names it takes; null = the table's (a twin of llama.cpp/vLLM takes theirs)
     speedup: float = Field(1.0, gt=0)
     noise_scale: float = Field(1.0, ge=0)
     ground_truth: bool = False
@@ -240,7 +241,8 @@ def template(backend: BackendSettings) -> tuple[str, ...]:
 def check(backend: BackendSettings, exp: Experiment | None = None) -> None:
     """Everything about the settings that can be wrong before a launch (raises BackendConfigError)."""
     row = backend.table
-    if exp is not None and row.flags is not None and exp.flags != row.flags:
+    takes = backend.flags or row.flags
+    if exp is not None and takes is not None and exp.flags != takes:
         raise BackendConfigError("backend", f"experiment {exp.name} uses {exp.flags}'s flag names "
                                  f"(flags: {exp.flags}), which the {row.name} backend does not take; use "
                                  f"{' or '.join(n for n, r in BACKENDS.items() if r.flags == exp.flags)}, "

@@ -103,6 +103,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
             "workloads": workload_records(writer.rows),
             **lag,
             "sim_coverage": ctx.sim_coverage,
+            **_twin_predictions(ctx, adapter),
         },
         run_dir=str(ctx.run_dir),
         **({"search": ctx.extra["search"]} if ctx.extra.get("search") else {}),  # the search it confirms (audit)
@@ -111,6 +112,13 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
         finished=now_iso(),
     )
 
+
+
+def _twin_predictions(ctx: RunContext, adapter: ModuleType | None) -> dict[str, Any]:
+    """A fitted twin's prediction interval of every metric, per condition (backend=sim on a twin profile only)."""
+    make = getattr(adapter, "twin_predictions", None) if ctx.backend.simulated else None
+    got = make(ctx.hypothesis, ctx.experiment, requests=ctx.design.requests, warmup=ctx.design.warmup) if make else None
+    return {"twin_predictions": got} if got else {}
 
 
 def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str, Any],

@@ -135,6 +135,7 @@ def resolve_config(cfg: DictConfig) -> Resolved:
         raise SpecError(h_path, "factors", f"{h.name} declares a search and no factors: run it with "
                                            f"python -m framework search hypothesis={h.name}")
     backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
+    exp, backend = with_sim_profile(cfg.get("sim_profile"), exp, backend)
     try:
         check_backend(backend, exp)  # its argv template, and whether it takes the experiment's flag names
     except BackendConfigError as exc:
@@ -158,6 +159,33 @@ def resolve_config(cfg: DictConfig) -> Resolved:
 
 
 ALLOW_UNMODELLED = "sim.allow_unmodelled=true"
+
+
+def with_sim_profile(profile: str | None, exp: Experiment, backend: BackendSettings,
+                     ) -> tuple[Experiment, BackendSettings]:
+    """`sim_profile=NAME|PATH` on backend=sim: every condition on that profile; a twin fitted to an engine with
+    its own flags (llama.cpp, vLLM) makes the sim take that engine's flag names (docs/model.md, "Twin")."""
+    if not profile:
+        return exp, backend
+    if not backend.simulated:
+        raise ConfigError("command line", "sim_profile", f"applies to backend=sim only (backend is {backend.name})")
+    path = Path(str(profile))
+    name = str(path.resolve()) if path.suffix in (".yaml", ".yml", ".json") or path.exists() else str(profile)
+    if path.suffix in (".yaml", ".yml", ".json") and not path.is_file():
+        raise ConfigError("command line", "sim_profile", f"{profile}: no such file")
+    exp = exp.model_copy(update={"sim": exp.sim.model_copy(update={"profile": name})})
+    if path.is_file():
+        import yaml
+
+        from framework.core.twin import is_twin_document
+
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError("command line", "sim_profile", f"{profile}: not readable YAML ({exc})") from None
+        if is_twin_document(data) and data.get("engine") in ("llamacpp", "llama_server", "vllm"):
+            backend = backend.model_copy(update={"flags": data["engine"]})
+    return exp, backend
 
 
 def coverage_or_refuse(h: Hypothesis, h_path: Path, exp: Experiment, row: Backend, *,

@@ -106,6 +106,8 @@ def plan_assumptions(h: Hypothesis, exp: Experiment, *,
     from framework.servers.sim.expected import expected_metrics
     from framework.servers.sim.model import request_log_sd
 
+    if is_twin(h, exp):
+        return twin_plan_assumptions(h, exp)
     means: dict[int, float] = {}
     sd_req: dict[int, float] = {}
     launch_cost: dict[int, float] = {}
@@ -155,4 +157,102 @@ def plan_assumptions(h: Hypothesis, exp: Experiment, *,
                    f"({measurement['launches']} launches x {measurement['requests']} requests per condition at "
                    f"speed-up {measurement['speedup']:g}): between launches {measurement['between']:.2%}, "
                    f"per request {within} (probe=false leaves it out)")
+    return assumptions, source
+
+
+def twin_predict(fit: Any, config: Any) -> dict[str, float]:
+    """A fitted twin's noise-free launch means at a configuration (framework.servers.sim.twin.predict)."""
+    from framework.servers.sim.twin import predict
+
+    return predict(fit, config)
+
+
+def twin_engine_summary(config: Any) -> dict[str, Any]:
+    """What a twin reads from a configuration's engine flags (threads, prefill chunk, slots, context)."""
+    from framework.core.twin import blank
+    from framework.servers.sim.twin import engine_summary
+
+    return engine_summary(blank(config.engine), config)
+
+
+def twin_config(h: Hypothesis, exp: Experiment, cond: Any, engine: str, *, requests: int, warmup: int) -> Any:
+    """A condition as a twin's configuration (its engine's flags and the workload's typical lengths)."""
+    from framework.core.twin import TwinConfig
+
+    w = design_mod.workload_for(h, exp, cond)
+    return TwinConfig(engine=engine, flags=list(design_mod.server_args_for(h, exp, cond)), tp_size=exp.tp_size,
+                      concurrency=w.concurrency, prompt_tokens=mean_length(w.prompt_tokens),
+                      output_tokens=mean_length(w.output_tokens), requests=requests, warmup=warmup)
+
+
+def twin_predictions(h: Hypothesis, exp: Experiment, *, requests: int, warmup: int,
+                     level: float = 0.9) -> dict[str, Any] | None:
+    """Per condition, a fitted twin's predicted launch mean and prediction interval of every request metric
+    (framework.analysis.twinfit.predict_interval); None unless the conditions run a twin profile."""
+    from framework.analysis.twinfit import predict_interval
+    from framework.servers.sim.twin import predict
+
+    out: dict[str, Any] = {}
+    for cond in design_mod.conditions(h):
+        try:
+            profile = load_profile(design_mod.sim_profile_for(h, exp, cond))
+        except ProfileError:
+            return None
+        if profile.twin is None:
+            return None
+        w = design_mod.workload_for(h, exp, cond)
+        if w.open_loop or w.dataset is not None:
+            out[cond.label()] = {"not_predicted": "the twin predicts closed-loop synthetic workloads only"}
+            continue
+        config = twin_config(h, exp, cond, profile.twin.engine, requests=requests, warmup=warmup)
+        out[cond.label()] = predict_interval(profile.twin, config, predict, level=level)
+    return out
+
+
+def is_twin(h: Hypothesis, exp: Experiment) -> bool:
+    """Every condition runs a fitted twin profile (`sim_profile=` a `framework fit` document)."""
+    try:
+        return all(load_profile(design_mod.sim_profile_for(h, exp, c)).twin is not None
+                   for c in design_mod.conditions(h))
+    except ProfileError:
+        return False
+
+
+def twin_plan_assumptions(h: Hypothesis, exp: Experiment) -> tuple[dict[str, Any], str]:
+    """`plan`'s assumptions from a fitted twin: its predicted means, its launch and request noise (log scale) of
+    the metric, the pilot's launch start-up and the twin's request time as costs."""
+    from framework.servers.sim.twin import predict
+
+    means: dict[int, float] = {}
+    sd_req: dict[int, float] = {}
+    sd_launch: dict[int, float] = {}
+    launch_cost: dict[int, float] = {}
+    request_cost: dict[int, float] = {}
+    notes: set[str] = set()
+    for cond in design_mod.conditions(h):
+        fit = load_profile(design_mod.sim_profile_for(h, exp, cond)).twin
+        assert fit is not None
+        w = design_mod.workload_for(h, exp, cond)
+        if w.open_loop or w.dataset is not None:
+            raise ValueError(f"the twin predicts closed-loop synthetic workloads; condition {cond.label()} runs an "
+                             "open loop or a dataset")
+        config = twin_config(h, exp, cond, fit.engine, requests=h.design.requests, warmup=h.design.warmup)
+        m = predict(fit, config)
+        value = m.get(h.metric)
+        if isinstance(value, (int, float)) and value > 0 and math.isfinite(value):
+            means[cond.index] = float(value)
+        nz = fit.noise.get("ttft_s" if h.metric == "ttft_s" else "tpot_s")
+        if nz is not None:
+            if nz.launch_log_sd is None:
+                notes.add(f"{fit.name}: no launch sd (the pilot ran one launch per configuration): its residual "
+                          f"sd {nz.residual_log_sd:.1%} stands in")
+            sd_launch[cond.index] = nz.launch_log_sd if nz.launch_log_sd is not None else nz.residual_log_sd
+            sd_req[cond.index] = nz.request_log_sd or 0.0
+        launch_cost[cond.index] = float(fit.fixed.get("launch_startup_s", 1.0))
+        request_cost[cond.index] = float(m["e2e_s"])
+    assumptions = {"means": means, "sd_launch_log": sd_launch, "sd_request_log": sd_req,
+                   "launch_cost_s": launch_cost, "request_cost_s": request_cost}
+    source = (f"assumptions from the twin {exp.sim.profile!r} (fitted by `framework fit`): its predicted means, the "
+              "pilot's launch and request noise of the metric, launch cost = the pilot's median start-up, no probe "
+              "(the twin's noise is the deployment's own)" + "".join(f"; {n}" for n in sorted(notes)))
     return assumptions, source

@@ -17,10 +17,10 @@ from typing import Any, Literal
 from pydantic import Field
 
 from framework.servers.api.args import SglangLaunchArgs
-from framework.servers.sim import flags
+from framework.servers.sim import engines, flags
 from framework.servers.sim.faults import FaultPlan, plan_from_values
 from framework.servers.sim.faults import add_arguments as add_fault_arguments
-from framework.servers.sim.profile import DEFAULT_PROFILE, ProfileError, load_profile
+from framework.servers.sim.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
 
 API_KEY_ENV = "SIM_API_KEY"  # read when --api-key is not given, so launchers keep the key out of argv
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
@@ -57,6 +57,7 @@ class SimServerArgs(SglangLaunchArgs):
     explicit: frozenset[str] = frozenset()
     warnings: tuple[str, ...] = ()
     sim_faults: FaultPlan | None = None  # --sim-fault-* / --sim-fault-plan (framework.servers.sim.faults)
+    engine_settings: engines.EngineSettings | None = None  # a twin profile's engine flags (sim/engines.py)
 
     @property
     def speculative(self) -> bool:
@@ -103,13 +104,16 @@ MODEL_FIELDS = [n for n in SimServerArgs.model_fields if n not in ("server_args"
 
 
 def parse_server_args(argv: list[str], *, require_model_path: bool = True,
-                      raise_errors: bool = False) -> SimServerArgs:
+                      raise_errors: bool = False, _plain: bool = False) -> SimServerArgs:
     """Parse an SGLang argv. Bad flags exit 2 with argparse's usage message, as SGLang does.
 
     A combination SGLang's own resolution rejects raises :class:`flags.ServerArgsError`
     (SGLang dies at start-up with it). ``raise_errors``: raise :class:`FlagError` instead of exiting.
     """
     argv = list(argv)
+    twin = None if _plain else _twin_profile(argv)
+    if twin is not None:
+        return parse_twin_args(twin, argv, require_model_path=require_model_path, raise_errors=raise_errors)
     if not require_model_path and not any(a in ("--model-path", "--model") or a.startswith("--model-path=")
                                            for a in argv):
         argv = ["--model-path", "sim-model", *argv]
@@ -136,3 +140,48 @@ def parse_server_args(argv: list[str], *, require_model_path: bool = True,
     except Exception as exc:  # pydantic range checks -> argparse-style error, exit 2
         parser.error(str(exc).splitlines()[-1] if str(exc) else repr(exc))
         raise  # unreachable
+
+
+def _twin_profile(argv: list[str]) -> Profile | None:
+    """The twin profile named by --sim-profile, if the command line names one (else None)."""
+    name = None
+    for i, tok in enumerate(argv):
+        if tok == "--sim-profile" and i + 1 < len(argv):
+            name = argv[i + 1]
+        elif tok.startswith("--sim-profile="):
+            name = tok.partition("=")[2]
+    if name is None or not (name.endswith((".yaml", ".yml", ".json")) or os.path.sep in name):
+        return None
+    try:
+        prof = load_profile(name)
+    except ProfileError:
+        return None  # reported by the caller that loads the profile
+    return prof if prof.twin is not None else None
+
+
+def parse_twin_args(profile: Profile, argv: list[str], *, require_model_path: bool = False,
+                    raise_errors: bool = True) -> SimServerArgs:
+    """A command line for a twin profile: an engine with its own flags (llama.cpp, vLLM) has them read by
+    :mod:`framework.servers.sim.engines`, the rest (the sim's own flags) parsed as SGLang's."""
+    twin = profile.twin
+    assert twin is not None
+    if not engines.engine_takes_own_flags(twin.engine):
+        a = parse_server_args(argv, require_model_path=require_model_path, raise_errors=raise_errors, _plain=True)
+        chunk = a.server_args.get("chunked_prefill_size") if "chunked_prefill_size" in a.explicit else None
+        es = engines.EngineSettings(engine=twin.engine, prefill_chunk=chunk if chunk and chunk > 0 else None,
+                                    slots=a.max_running_requests, tp=a.tp_size)
+        return a.model_copy(update={"engine_settings": es})
+    own = {"--model-path", "--tp-size", "--host", "--port", "--random-seed"}
+    mine, theirs = engines.split(argv, twin.engine, own)
+    try:
+        es = engines.settings(twin.engine, theirs)
+    except engines.EngineFlagError as exc:
+        if raise_errors:
+            raise FlagError(str(exc)) from None
+        build_parser().error(str(exc))
+        raise
+    a = parse_server_args(mine, require_model_path=require_model_path, raise_errors=raise_errors, _plain=True)
+    update: dict[str, Any] = {"engine_settings": es, "max_running_requests": es.slots, "context_length": es.context}
+    if es.tp is not None:
+        update["tp_size"] = es.tp
+    return a.model_copy(update=update)

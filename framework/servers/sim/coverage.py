@@ -23,7 +23,7 @@ from typing import Any
 
 from framework.core import design as design_mod
 from framework.core.spec import Experiment, Hypothesis
-from framework.servers.sim import flags
+from framework.servers.sim import engines, flags
 from framework.servers.sim.args import FlagError, parse_server_args
 from framework.servers.sim.profile import ProfileError, load_profile
 
@@ -90,6 +90,7 @@ def check(conds: list[Condition]) -> Coverage:
     cov = Coverage()
     resolved: dict[str, dict[str, Any]] = {}
     explicit: set[str] = set()
+    engine_flags: dict[str, dict[str, str]] = {}  # a twin of an engine with its own flags: label -> flags given
     for c in conds:
         try:
             a = parse_server_args(c.argv + ["--sim-profile", c.profile], require_model_path=False, raise_errors=True)
@@ -100,6 +101,8 @@ def check(conds: list[Condition]) -> Coverage:
             continue  # SGLang itself refuses this combination at start-up; the launch outcome will say so
         resolved[c.label] = a.server_args
         explicit |= set(a.explicit)
+        if a.engine_settings is not None and engines.engine_takes_own_flags(a.engine_settings.engine):
+            engine_flags[c.label] = {**a.engine_settings.given, "engine": a.engine_settings.engine}
         try:
             num_gpus = load_profile(c.profile).hardware.get("num_gpus")
         except ProfileError:
@@ -114,6 +117,7 @@ def check(conds: list[Condition]) -> Coverage:
     indistinct: dict[str, list[list[Any]]] = klass.get("indistinct", {})
     c2f = flags.table()["cli_to_field"]
     live = [c for c in conds if c.label in resolved]
+    _check_engine_flags(cov, live, engine_flags)
     for fld in sorted(explicit):
         dest = flags.field_to_dest().get(fld, fld)
         cls = flags.flag_class(dest)
@@ -144,3 +148,20 @@ def check(conds: list[Condition]) -> Coverage:
                 cov.refused.append(Finding(name, f"{' and '.join(map(str, group))} are not told apart", values,
                                            _levels_text(live, values)))
     return cov
+
+
+def _check_engine_flags(cov: Coverage, live: list[Condition], given: dict[str, dict[str, str]]) -> None:
+    """A twin's engine flags: a not-modelled one that differs between conditions is refused, one set alike is
+    listed (framework.servers.sim.engines)."""
+    if not given:
+        return
+    engine = next(iter(given.values()))["engine"]
+    names = sorted({f for g in given.values() for f in g if f != "engine"})
+    for name in names:
+        if engines.modelled(engine, name) or engines.no_effect(engine, name):
+            continue
+        values = {c.label: given.get(c.label, {}).get(name) for c in live if c.label in given}
+        if len({_key(v) for v in values.values()}) > 1:
+            cov.refused.append(Finding(name, f"not modelled by the {engine} twin", values, _levels_text(live, values)))
+        else:
+            cov.constant.append(name)

@@ -139,6 +139,13 @@ def decode_step(profile: Profile, args: SimServerArgs, batch: int) -> StepCost:
     m = profile.model
     spec = spec_config(profile, args)
     tokens = batch * (spec.num_draft_tokens if spec else 1)
+    if profile.twin is not None:  # a fitted twin's equations (framework.servers.sim.twin)
+        from framework.servers.sim import twin
+
+        es = args.engine_settings
+        total = twin.decode_us(profile.twin, tokens, threads=es.threads if es else None, tp=args.tp_size,
+                               speculative=spec is not None)
+        return StepCost(total, total, total, 0.0, "twin", tokens)
     comp = interp(profile.compute_us.decode, tokens)
     impl, a = allreduce(profile, args, tokens * m.bytes_per_token)
     ar = m.allreduces_per_layer * a
@@ -158,6 +165,13 @@ def prefill_step(profile: Profile, args: SimServerArgs, prompt_tokens: int) -> S
     """A prefill forward over ``prompt_tokens`` (summed over the requests prefilled together)."""
     m = profile.model
     tokens = max(1, int(prompt_tokens))
+    if profile.twin is not None:  # a fitted twin's equations (framework.servers.sim.twin)
+        from framework.servers.sim import twin
+
+        es = args.engine_settings
+        total = twin.prefill_us(profile.twin, tokens, threads=es.threads_batch if es else None,
+                                chunk=es.prefill_chunk if es else None, tp=args.tp_size)
+        return StepCost(total, total, total, 0.0, "twin", tokens)
     comp = interp(profile.compute_us.prefill, tokens)
     impl, a = allreduce(profile, args, tokens * m.bytes_per_token)
     ar = m.allreduces_per_layer * a

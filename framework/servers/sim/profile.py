@@ -14,6 +14,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from framework.core.twin import TwinFit, is_twin_document
+
 PROFILE_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "rtx_pro_6000_tp8"
 
@@ -126,6 +128,7 @@ class Profile(_Strict):
     crash_after_s: float = Field(ge=0)
     output_length: OutputLength = OutputLength()
     context_length: int = Field(163840, ge=1)  # the model's max context (DeepSeek-V3: 163,840)
+    twin: TwinFit | None = None  # a fitted twin (framework fit): its equations replace the tables (sim/twin.py)
 
 
 class ProfileError(ValueError):
@@ -170,6 +173,10 @@ def parse_profile(text: str, source: str = "<profile>") -> Profile:
     if not isinstance(data, dict):
         raise ProfileError(f"{source}: a profile is a YAML mapping")
     try:
+        if is_twin_document(data):  # a `framework fit` document: the twin's profile
+            from framework.servers.sim.twin import profile_from_fit
+
+            return profile_from_fit(TwinFit.model_validate(data))
         return Profile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -1,0 +1,377 @@
+"""Fit a twin's parameters to a pilot's launches, and predict other configurations with an interval.
+
+Pure: trial rows and a model in, a :class:`framework.core.twin.TwinFit` out. The model's equations
+are the sim's (reached through the backend table's adapter, so this room never imports a server): the
+caller passes ``predict(fit, config) -> {metric: launch mean}``.
+
+Method (docs/model.md, "Fitting a twin"): the launch means of ``ttft_s`` and ``tpot_s`` (and the
+accept length with speculative decoding) on the log scale, by nonlinear least squares
+(``scipy.optimize.least_squares``), weighted by each metric's residual sd (two passes). A parameter
+is identifiable when its column of the Jacobian adds rank to those before it (in the order of
+``PARAMETERS``); the others are reported as not identifiable with what the pilot must vary, and
+their effect is left out (a prediction that depends on one says so instead of giving an interval).
+The covariance is ``s^2 (J'J)^-1``. Launch and request noise are the one-way ANOVA components of the
+log request values about their launch's and condition's means (docs/statistics.md, section 6).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from framework.core.twin import (
+    FITTED_METRICS,
+    PARAMETERS,
+    MetricNoise,
+    Parameter,
+    TwinConfig,
+    TwinFit,
+    blank,
+)
+
+Predict = Callable[[TwinFit, TwinConfig], dict[str, float]]
+LOWER = {"thread_exponent": -2.0, "accept_length": 1.0}
+UPPER = {"thread_exponent": 3.0, "accept_length": 16.0}
+RANK_TOL = 1e-6
+
+
+class FitError(ValueError):
+    """Nothing in the pilot can be fitted (no measured launch, no decode, ...): the message says why."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One pilot launch: its configuration and the measured requests' values."""
+
+    launch_id: str
+    condition: str  # a key of the condition (its levels), for the noise components
+    config: TwinConfig
+    values: dict[str, list[float]] = field(default_factory=dict)  # metric -> measured requests' values
+    accept: list[float] = field(default_factory=list)
+
+    def mean(self, metric: str) -> float | None:
+        v = self.values.get(metric) or []
+        return sum(v) / len(v) if v else None
+
+
+# --------------------------------------------------------------------------- rows -> launches
+
+
+def _engine_flags(argv: list[str]) -> list[str]:
+    """A launch's argv after the program (``python -m MODULE`` or the binary), without the template's own flags."""
+    start = argv.index("-m") + 2 if "-m" in argv[:3] else 1
+    own = {"--model", "--model-path", "--host", "--port", "--seed", "--random-seed", "--tp-size",
+           "--tensor-parallel-size", "--interrupt_requests", "--api-key"}
+    out: list[str] = []
+    rest = argv[start:]
+    i = 0
+    while i < len(rest):
+        tok = rest[i]
+        name = tok.partition("=")[0]
+        if name in own or name.startswith("--sim-"):
+            i += 1 if "=" in tok else 2
+            continue
+        out.append(tok)
+        i += 1
+    return out
+
+
+def _tp(argv: list[str]) -> int:
+    for flag in ("--tp-size", "--tensor-parallel-size", "-tp"):
+        if flag in argv:
+            try:
+                return int(argv[argv.index(flag) + 1])
+            except (IndexError, ValueError):
+                return 1
+    return 1
+
+
+def launches_from_rows(rows: Iterable[dict[str, Any]], engine: str) -> list[Launch]:
+    """The pilot's measured launches (a started launch with a closed-loop workload and measured requests)."""
+    rows = list(rows)
+    argv = {r["launch_id"]: list(r.get("argv") or []) for r in rows if r.get("kind") == "launch" and r.get("ok")}
+    work = {r["launch_id"]: r for r in rows if r.get("kind") == "workload"}
+    reqs: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("kind") == "request" and r.get("ok") and (r.get("phase") == "measured" or
+                                                           (r.get("phase") is None and not r.get("warmup"))):
+            reqs.setdefault(r["launch_id"], []).append(r)
+    out = []
+    for lid, a in argv.items():
+        w, rs = work.get(lid), reqs.get(lid)
+        if w is None or not rs or w.get("mode") != "closed":
+            continue
+        wl = w.get("workload") or {}
+        prompts = [int(r["prompt_tokens"]) for r in rs if r.get("prompt_tokens")]
+        outs = [int(r["completion_tokens"]) for r in rs if r.get("completion_tokens")]
+        if not prompts or not outs:
+            continue
+        config = TwinConfig(engine=engine, flags=_engine_flags(a), tp_size=_tp(a),
+                            concurrency=int(wl.get("concurrency") or 1),
+                            prompt_tokens=round(statistics.mean(prompts)), output_tokens=round(statistics.mean(outs)),
+                            requests=int(w.get("measured") or len(rs)), warmup=int(w.get("warmup") or 0))
+        values = {m: [float(r[m]) for r in rs if isinstance(r.get(m), (int, float)) and r[m] > 0]
+                  for m in FITTED_METRICS}
+        accept = [float(r["accept_length"]) for r in rs if isinstance(r.get("accept_length"), (int, float))]
+        cond = ",".join(f"{k}={v}" for k, v in sorted((w.get("levels") or {}).items())) + f"#{w.get('condition')}"
+        out.append(Launch(lid, cond, config, values, accept))
+    return sorted(out, key=lambda x: x.launch_id)
+
+
+# --------------------------------------------------------------------------- the fit
+
+
+def _start(launches: list[Launch]) -> dict[str, float]:
+    tpot = statistics.median(v for x in launches for v in x.values.get("tpot_s", [])) * 1e6
+    ttft = statistics.median(v for x in launches for v in x.values.get("ttft_s", [])) * 1e6
+    acc = [v for x in launches for v in x.accept]
+    return {"decode_step_us": tpot, "decode_us_per_token": tpot * 0.05, "prefill_base_us": ttft * 0.5,
+            "prefill_us_per_token": ttft * 0.5 / max(1.0, statistics.median(x.config.prompt_tokens for x in launches)),
+            "prefill_chunk_us": tpot, "thread_exponent": 0.5, "allreduce_us_per_token": tpot * 0.05,
+            "spec_overhead_us": tpot * 0.1, "accept_length": statistics.mean(acc) if acc else 2.0}
+
+
+class _Model:
+    """Predictions at the pilot's distinct configurations, cached by parameter values."""
+
+    def __init__(self, base: TwinFit, predict: Predict, configs: list[TwinConfig]) -> None:
+        self.base, self.predict, self.configs = base, predict, configs
+        self._cache: dict[tuple, list[dict[str, float]]] = {}
+
+    def at(self, values: dict[str, float]) -> list[dict[str, float]]:
+        key = tuple(sorted(values.items()))
+        if key not in self._cache:
+            fit = self.base.with_values(values)
+            self._cache[key] = [self.predict(fit, c) for c in self.configs]
+        return self._cache[key]
+
+
+def _residuals(model: _Model, launches: list[Launch], index: list[int], values: dict[str, float],
+               weights: dict[str, float], spec: bool) -> np.ndarray:
+    preds = model.at(values)
+    out = []
+    for x, i in zip(launches, index, strict=True):
+        for m in FITTED_METRICS:
+            obs, pred = x.mean(m), preds[i].get(m)
+            if obs is None or pred is None or not math.isfinite(pred) or pred <= 0:
+                out.append(0.0)
+                continue
+            out.append((math.log(obs) - math.log(pred)) / weights[m])
+        if spec:
+            out.append(((statistics.mean(x.accept) - values.get("accept_length", 1.0)) / weights["accept_length"])
+                       if x.accept else 0.0)
+    return np.asarray(out)
+
+
+def _jacobian(fun: Callable[[dict[str, float]], np.ndarray], values: dict[str, float],
+              names: list[str]) -> np.ndarray:
+    base = fun(values)
+    cols = []
+    for n in names:
+        h = max(abs(values[n]) * 1e-4, 1e-6 if n in ("thread_exponent", "accept_length") else 1e-3)
+        cols.append((fun({**values, n: values[n] + h}) - base) / h)
+    return np.column_stack(cols) if cols else np.zeros((len(base), 0))
+
+
+def _identifiable(jac: np.ndarray, names: list[str], scale: dict[str, float]) -> tuple[list[str], dict[str, str]]:
+    """Greedy in PARAMETERS order: a parameter is kept when its (scaled) column adds rank."""
+    kept: list[int] = []
+    why: dict[str, str] = {}
+    scaled = jac * np.asarray([scale[n] for n in names])
+    total = np.linalg.norm(scaled) or 1.0
+    for j, n in enumerate(names):
+        col = scaled[:, j]
+        if np.linalg.norm(col) <= RANK_TOL * total:
+            why[n] = "the pilot never varied what it acts on"
+            continue
+        trial = scaled[:, kept + [j]]
+        s = np.linalg.svd(trial, compute_uv=False)
+        if s[-1] <= 1e-7 * s[0]:
+            why[n] = f"confounded with {', '.join(names[k] for k in kept)} in this pilot"
+            continue
+        kept.append(j)
+    return [names[k] for k in kept], why
+
+
+def _noise(launches: list[Launch], metric: str) -> tuple[float | None, float | None, int, int]:
+    """(launch sd, request sd) of log `metric` by one-way ANOVA within conditions; None where not estimable."""
+    within_ss, within_df, m_sizes = 0.0, 0, []
+    by_cond: dict[str, list[list[float]]] = {}
+    for x in launches:
+        logs = [math.log(v) for v in x.values.get(metric, []) if v > 0]
+        if not logs:
+            continue
+        by_cond.setdefault(x.condition, []).append(logs)
+        mu = statistics.mean(logs)
+        within_ss += sum((v - mu) ** 2 for v in logs)
+        within_df += len(logs) - 1
+        m_sizes.append(len(logs))
+    request_var = within_ss / within_df if within_df > 0 else None
+    between_ss, between_df = 0.0, 0
+    for groups in by_cond.values():
+        if len(groups) < 2:
+            continue
+        means = [statistics.mean(g) for g in groups]
+        mu = statistics.mean(means)
+        between_ss += sum((v - mu) ** 2 for v in means)
+        between_df += len(means) - 1
+    launch_sd = None
+    if between_df > 0:
+        m = statistics.harmonic_mean(m_sizes) if m_sizes else 1.0
+        var = between_ss / between_df - (request_var or 0.0) / m
+        launch_sd = math.sqrt(max(0.0, var))
+    return launch_sd, (math.sqrt(request_var) if request_var is not None else None), len(launches), sum(m_sizes)
+
+
+def fit(launches: list[Launch], predict: Predict, *, engine: str, name: str = "twin",
+        reference_threads: int | None = None, fixed: dict[str, Any] | None = None,
+        pilots: list[dict[str, Any]] | None = None) -> TwinFit:
+    """The twin of `engine` fitted to the pilot launches (raises FitError when nothing can be fitted)."""
+    from scipy.optimize import least_squares
+
+    launches = [x for x in launches if x.mean("tpot_s") and x.mean("ttft_s")]
+    if not launches:
+        raise FitError("no launch measured both ttft_s and tpot_s (a closed loop with >= 2 output tokens)")
+    base = blank(engine, name, reference_threads)  # type: ignore[arg-type]
+    configs: list[TwinConfig] = []
+    index = []
+    for x in launches:
+        if x.config not in configs:
+            configs.append(x.config)
+        index.append(configs.index(x.config))
+    spec = any(x.accept for x in launches)
+    model = _Model(base, predict, configs)
+    names = list(PARAMETERS)
+    start = _start(launches)
+    scale = {n: (abs(start[n]) or 1.0) for n in names}
+    weights = {"ttft_s": 1.0, "tpot_s": 1.0, "accept_length": 0.1}
+
+    def fun_all(v: dict[str, float]) -> np.ndarray:
+        return _residuals(model, launches, index, v, weights, spec)
+
+    jac0 = _jacobian(fun_all, start, names)
+    free, why = _identifiable(jac0, names, scale)
+    if not free:
+        raise FitError("no parameter is identifiable from these launches")
+    held = {n: 0.0 for n in names if n not in free}
+    values = {**start, **held}
+
+    def solve(v0: dict[str, float]) -> dict[str, float]:
+        x0 = np.asarray([v0[n] / scale[n] for n in free])
+        lo = np.asarray([LOWER.get(n, 0.0) / scale[n] for n in free])
+        hi = np.asarray([UPPER.get(n, np.inf) / scale[n] for n in free])
+        x0 = np.clip(x0, lo, hi)
+
+        def f(x: np.ndarray) -> np.ndarray:
+            return fun_all({**held, **{n: float(xi * scale[n]) for n, xi in zip(free, x, strict=True)}})
+
+        res = least_squares(f, x0, bounds=(lo, hi), x_scale="jac", diff_step=1e-4, max_nfev=200)
+        return {**held, **{n: float(xi * scale[n]) for n, xi in zip(free, res.x, strict=True)}}
+
+    values = solve(values)
+    # second pass: each metric weighted by its residual sd
+    r = fun_all(values)
+    per = len(FITTED_METRICS) + (1 if spec else 0)
+    for k, m in enumerate([*FITTED_METRICS, *(["accept_length"] if spec else [])]):
+        block = r[k::per] * weights[m]
+        weights[m] = max(float(np.sqrt(np.mean(block ** 2))), 1e-4)
+    values = solve(values)
+    r = fun_all(values)
+    jac = _jacobian(fun_all, values, free)
+    n_obs, p = len(r), len(free)
+    dof = max(1, n_obs - p)
+    s2 = float(np.sum(r ** 2)) / dof if n_obs > p else float("nan")
+    try:
+        cov = np.linalg.pinv(jac.T @ jac) * s2
+    except np.linalg.LinAlgError:
+        cov = np.full((p, p), np.nan)
+    params: dict[str, Parameter] = {}
+    for n in names:
+        unit, needs = PARAMETERS[n]
+        if n in free:
+            j = free.index(n)
+            se = float(math.sqrt(cov[j, j])) if math.isfinite(cov[j, j]) and cov[j, j] >= 0 else None
+            params[n] = Parameter(estimate=values[n], se=se, unit=unit, identifiable=True, needs=needs)
+        else:
+            params[n] = Parameter(estimate=None, unit=unit, identifiable=False, needs=needs, reason=why.get(n, ""))
+    covariance = {a: {b: float(cov[i, j]) for j, b in enumerate(free)} for i, a in enumerate(free)}
+    noise = {}
+    n_launch = len(launches)
+    for k, m in enumerate(FITTED_METRICS):
+        resid = r[k::per] * weights[m]
+        launch_sd, request_sd, nl, nr = _noise(launches, m)
+        noise[m] = MetricNoise(launch_log_sd=launch_sd, request_log_sd=request_sd,
+                               residual_log_sd=float(np.sqrt(np.sum(resid ** 2) / max(1, n_launch - p * n_launch
+                                                                                        / max(1, n_obs)))),
+                               residual_df=max(1, int(round(n_launch - p * n_launch / max(1, n_obs)))),
+                               launches=nl, requests=nr)
+    notes = []
+    for n in free:
+        lo, hi = LOWER.get(n, 0.0), UPPER.get(n, math.inf)
+        if math.isclose(values[n], lo, abs_tol=1e-9 * max(1.0, abs(lo))) or values[n] >= hi * (1 - 1e-9):
+            notes.append(f"{n} ended at its bound ({values[n]:.4g}): the model does not fit what the pilot measured "
+                         "there; its standard error is not a valid interval")
+    if n_obs <= p:
+        notes.append(f"{n_obs} observations for {p} parameters: no standard errors")
+    return base.model_copy(update={"parameters": params, "covariance": covariance, "noise": noise,
+                                   "pilots": pilots or [], "configs_fitted": len(configs), "fixed": fixed or {},
+                                   "notes": notes})
+
+
+# --------------------------------------------------------------------------- predictions with intervals
+
+
+def _noise_sd(fit: TwinFit, metric: str) -> tuple[float, int]:
+    """The residual log sd (and its df) a new launch's `metric` varies by about the model."""
+    t, d = fit.noise.get("ttft_s"), fit.noise.get("tpot_s")
+    if metric == "ttft_s" and t:
+        return t.residual_log_sd, t.residual_df
+    if metric in ("tpot_s", "decode_tok_s") and d:
+        return d.residual_log_sd, d.residual_df
+    both = [x for x in (t, d) if x]
+    return (max(x.residual_log_sd for x in both), min(x.residual_df for x in both)) if both else (0.0, 1)
+
+
+def predict_interval(fit: TwinFit, config: TwinConfig, predict: Predict, *, level: float = 0.9,
+                     metrics: Iterable[str] = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s", "output_tok_s"),
+                     ) -> dict[str, dict[str, Any]]:
+    """Each metric's predicted launch mean and `level` prediction interval for a new launch at `config`:
+    parameter uncertainty (delta method, log scale) plus the fit's residual noise, t quantile. A metric that
+    moves with a parameter the pilot could not identify gets no interval and says which."""
+    from scipy import stats
+
+    metrics = list(metrics)
+    mean = predict(fit, config)
+    free = [n for n, p in fit.parameters.items() if p.identifiable]
+    unknown = [n for n, p in fit.parameters.items() if not p.identifiable]
+    cov = np.asarray([[fit.covariance.get(a, {}).get(b, 0.0) for b in free] for a in free]) if free else None
+    grads: dict[str, list[float]] = {m: [] for m in metrics}
+    blocked: dict[str, list[str]] = {m: [] for m in metrics}
+    for n in free + unknown:
+        v = fit.value(n)
+        h = max(abs(v) * 1e-4, 1e-6 if n in ("thread_exponent", "accept_length") else 1e-3)
+        moved = predict(fit.with_values({n: v + h}), config)
+        for m in metrics:
+            g = (math.log(moved[m]) - math.log(mean[m])) / h if mean[m] > 0 and moved[m] > 0 else 0.0
+            if n in free:
+                grads[m].append(g)
+            elif abs(g) * max(abs(v), h, 1.0) > 1e-9:
+                blocked[m].append(n)
+    out: dict[str, dict[str, Any]] = {}
+    for m in metrics:
+        if blocked[m] or not (mean[m] > 0 and math.isfinite(mean[m])):
+            out[m] = {"mean": mean[m], "low": None, "high": None, "log_sd": None,
+                      "not_identified": blocked[m]}
+            continue
+        g = np.asarray(grads[m])
+        var_par = float(g @ cov @ g) if cov is not None and len(g) else 0.0
+        noise, df = _noise_sd(fit, m)
+        sd = math.sqrt(max(0.0, var_par) + noise ** 2)
+        q = float(stats.t.ppf(0.5 + level / 2, max(1, df)))
+        out[m] = {"mean": mean[m], "low": mean[m] * math.exp(-q * sd), "high": mean[m] * math.exp(q * sd),
+                  "log_sd": sd, "level": level, "not_identified": []}
+    return out
