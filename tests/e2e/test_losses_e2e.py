@@ -24,8 +24,9 @@ import json
 from pathlib import Path
 
 import pytest
-from framework.analysis import rules
 from cli_helpers import ROOT, framework, ledger_records, no_servers_left
+
+from framework.analysis import rules
 
 pytestmark = pytest.mark.faults
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from framework.analysis import rules
 from cli_helpers import ROOT, framework, ledger_records
+
+from framework.analysis import rules
 
 FAST = ["backend.speedup=20", "report=false"]
 
@@ -35,7 +36,8 @@ def test_a_condition_whose_every_launch_timed_out_is_no_data_exit_3(workdir):
     out = framework("run", *_two_levels(workdir, "{server_args: [--sim-fault-hang-before-ready]}"),
                     "backend.ready_timeout_s=3", cwd=workdir)
     assert out.returncode == 3, out.stderr[-3000:]
-    assert "error: no data: condition f=b measured nothing: all 2 launch(es) failed to start ('ready_timeout" in out.stderr
+    assert ("error: no data: condition f=b measured nothing: all 2 launch(es) failed to start ('ready_timeout"
+            in out.stderr)
     (record,) = [r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"]
     assert record["verdict"] == "inconclusive" and set(record["analysis"]["details"]["no_data"]) == {"1"}
     assert record["rules_version"] == rules.CURRENT  # the version that turned this on (2) or a later one
