@@ -28,4 +28,6 @@ class RunContext:
     report: bool = True
     ledger_writer: str = "job"  # "submitter": a sweep job on another process or node leaves it (run.handoff)
     extra: dict[str, Any] = field(default_factory=dict)
+    machine: dict[str, Any] = field(default_factory=dict)  # this process's machine (framework.core.machine.identity)
+    machine_slot: int | None = None  # run only the blocks of this slot of design.machines (None: all)
     redactor: Redactor = field(default_factory=Redactor)

@@ -104,12 +104,26 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
             **lag,
             "sim_coverage": ctx.sim_coverage,
         },
+        population=population(analysis.details, d.machines),
         run_dir=str(ctx.run_dir),
         registration=reg_hash,
         started=started,
         finished=now_iso(),
     )
 
+
+
+def population(details: dict[str, Any], design_machines: int) -> dict[str, Any] | None:
+    """The machines the verdict covers (framework.analysis.machines.population), with the design's count; None
+    under rules before version 3."""
+    pop = details.get("population")
+    if pop is None:
+        return None
+    out = {**pop, "design_machines": design_machines}
+    if design_machines > pop["machines"]:
+        out["note"] = (f"the design spreads its launches over {design_machines} machines, but they ran on "
+                       f"{pop['machines']}: the verdict covers {pop['scope']}")
+    return out
 
 
 def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str, Any],

@@ -138,6 +138,7 @@ def resolve_config(cfg: DictConfig) -> Resolved:
         raise ConfigError("command line", exc.field, exc.message) from None
     d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
     backend_fits(backend, h)
+    machine_slot(cfg, d)
     sizes = size_problems(h, exp, d)
     if sizes:
         raise SpecError(h_path, *sizes[0])
@@ -155,6 +156,21 @@ def resolve_config(cfg: DictConfig) -> Resolved:
 
 
 ALLOW_UNMODELLED = "sim.allow_unmodelled=true"
+
+
+def machine_slot(cfg: DictConfig, d: Design) -> int | None:
+    """`machine.slot`, checked against the design: a whole number below design.machines, fixed designs only."""
+    slot = (cfg.get("machine") or {}).get("slot")
+    if slot is None:
+        return None
+    if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < d.machines:
+        raise ConfigError("command line", "machine.slot",
+                          f"a machine slot of design.machines={d.machines}: 0 to {d.machines - 1} (got {slot!r})")
+    if d.sequential.enabled:
+        raise ConfigError("command line", "machine.slot",
+                          "a sequential design looks at all machines' launches together: run it on one machine, "
+                          "or spread a fixed design with machine.slot")
+    return int(slot)
 
 
 def coverage_or_refuse(h: Hypothesis, h_path: Path, exp: Experiment, row: Backend, *,
