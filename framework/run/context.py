@@ -22,6 +22,7 @@ class RunContext:
     run_dir: Path
     config: dict[str, Any]
     resume: Path | None = None
+    resume_also: list[Path] = field(default_factory=list)  # `resume=[A,B,...]`: more run directories to reuse
     allow_amend: bool = False
     sim_coverage: dict[str, Any] | None = None  # what the sim does not model here (backend=sim only)
     progress: bool = True

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ValidationError
 
 from framework.analysis.planning import anytime_cap, anytime_launch_floor
@@ -195,6 +195,15 @@ def coverage_or_refuse(h: Hypothesis, h_path: Path, exp: Experiment, row: Backen
     return {**record, "override": bool(refused)}
 
 
+def resume_dirs(value: Any) -> list[Path]:
+    """`resume=DIR` or `resume=[DIR_A,DIR_B]` (runs of one design on several machines, merged into one record)."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, (list, tuple, ListConfig)):
+        return [Path(str(v)) for v in value]
+    return [Path(str(value))]
+
+
 def resume_dir(path: Path, run_dir: Path) -> Path:
     """A run directory, or a sweep directory holding one whose name matches this job's."""
     if (path / "trials.jsonl").exists():
@@ -218,8 +227,7 @@ def precheck(overrides: list[str]) -> list[tuple[DictConfig, Resolved]]:
     for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
         cfg = compose(variant)
         checked.append((cfg, resolve_config(cfg)))
-        if cfg.get("resume"):
-            resume = Path(cfg.resume)
+        for resume in resume_dirs(cfg.get("resume")):
             if not resume.exists():
                 raise ConfigError("command line", "resume", f"{resume} does not exist; give a run or sweep directory")
             for trials in [resume / "trials.jsonl", *resume.glob("*/trials.jsonl")]:

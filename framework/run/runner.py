@@ -38,7 +38,7 @@ from framework.run.handoff import submitter_appends, write_pending
 from framework.run.measure import measure
 from framework.run.record import build_record, server_info_of, timing
 from framework.run.redaction import Redactor, ledger_salt, secret_values
-from framework.run.resolve import machine_slot, resolve_config, resume_dir
+from framework.run.resolve import machine_slot, resolve_config, resume_dir, resume_dirs
 from framework.run.writer import TrialsWriter, now_iso, previous_verdict, reuse
 
 
@@ -48,13 +48,15 @@ def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunConte
     ledger_path = Path(cfg.ledger)
     if cwd is not None and not ledger_path.is_absolute():
         ledger_path = cwd / ledger_path
-    resume = resume_dir(Path(cfg.resume), run_dir) if cfg.get("resume") else None
+    dirs = resume_dirs(cfg.get("resume"))
+    resume = resume_dir(dirs[0], run_dir) if dirs else None
     hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
     return RunContext(
         hypothesis=r.hypothesis, hypothesis_path=r.hypothesis_path, experiment=r.experiment, backend=r.backend,
         design=r.design, ledger=ledger_path, run_dir=run_dir,
         config=OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
-        resume=resume, allow_amend=bool(cfg.allow_amend), sim_coverage=r.coverage,
+        resume=resume, resume_also=[resume_dir(p, run_dir) for p in dirs[1:]],
+        allow_amend=bool(cfg.allow_amend), sim_coverage=r.coverage,
         progress=bool(cfg.progress) and sys.stdout.isatty(), report=bool(cfg.report),
         ledger_writer="submitter" if submitter_appends(hydra_cfg) else "job",
         machine=environment.machine_identity((cfg.get("machine") or {}).get("label")),
