@@ -2,13 +2,14 @@
 
 A comparison over m machines is decided on the m per-machine contrasts d_j (framework.analysis.machines):
 est = mean d_j, se = sd(d_j) / sqrt(m), a t interval with m - 1 df. Each d_j has variance
-    V = sum(w^2) * (s_g^2 + s_l^2 / n)
-(s_g^2: how much the effect moves between machines, s_l^2: the launch-level variance within a machine,
+    V = tau^2 + sum(w^2) * s_l^2 / n
+(tau^2: how much the effect moves between machines, s_l^2: the launch-level variance within a machine,
 n: launches per condition on each machine), so the plan simulates the sufficient statistics
 (mean ~ N(effect, V / m), s^2 ~ V chi2(m - 1) / (m - 1)) through the decision rule, as
 framework.analysis.planning does for launches (docs/statistics.md, "Machines"). More launches per
 machine only shrink the s_l^2 / n part: past a point, only more machines narrow a fleet's interval.
-A pilot on one machine cannot estimate s_g^2; the plan then needs it assumed (`machine_sd=`).
+A pilot on one machine cannot estimate tau^2; the plan then needs it assumed (`machine_sd=`: tau, the
+sd of the log effect between machines).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def power_machines(comp: Comparison, *, m: int, var_effect: float, var_launch: f
     if m < 2 or comp.target is None:
         return 0.0
     w2 = float(sum(w * w for w in comp.weights))
-    v = w2 * (var_effect + var_launch / n)
+    v = var_effect + w2 * var_launch / n
     rng = np.random.default_rng([seed, m, n])
     est = comp.effect_log + rng.normal(0.0, 1.0, draws) * math.sqrt(v / m)
     se = np.sqrt(v * rng.chisquare(m - 1, draws) / (m - 1) / m)
@@ -81,7 +82,7 @@ class FleetRow:
     prediction: str
     kind: str
     assumed_ratio: float | None
-    sd_effect_machines: float | None  # sqrt(s_g^2), log scale
+    sd_effect_machines: float | None  # tau: the sd of the log effect between machines
     sd_launch: float | None
     machines: int | None
     power: float | None
