@@ -220,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         return Driver(build_executor(args, 0, seed), args.context_length)
 
     engine = GpuEngine(vocab=shape.vocab_size, context=args.context_length, max_rows=args.max_running_requests,
-                       seed=seed, spec=spec, load=load, on_ready=lambda: None, on_fail=lambda exc: None)
+                       seed=seed, spec=spec, load=load, on_ready=lambda: None, on_fail=lambda exc: None,
+                       prefill_tokens=args.chunked_prefill_size)
     metrics = Metrics({"model_name": args.served_model_name or args.model_path}) if args.enable_metrics else None
     state = ServerState(args=args, engine=engine, seed=seed, backend_info=backend_info(args, spec, device),
                         metrics=metrics)

@@ -32,6 +32,7 @@ class GpuServerArgs(SglangLaunchArgs):
     api_key: str | None = None
     served_model_name: str | None = None
     speculative_accept_rate: float = Field(0.7, ge=0, le=1)
+    chunked_prefill_size: int = Field(4096, ge=1)
     decode_path: Literal["fused", "reference"] = "fused"
     torch_compile_mode: Literal["max-autotune-no-cudagraphs", "default", "none"] = "max-autotune-no-cudagraphs"
     worker_rank: int = Field(0, ge=0)
@@ -64,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speculative-eagle-topk", type=int)
     p.add_argument("--speculative-num-draft-tokens", type=int)
     p.add_argument("--cuda-graph-max-bs", type=int)
+    p.add_argument("--chunked-prefill-size", type=int, help="padded prompt tokens per prefill forward (default "
+                   "4096); prompts are batched whole, not split into chunks")
     p.add_argument("--disable-cuda-graph", action="store_true")
     p.add_argument("--context-length", type=int)
     p.add_argument("--max-running-requests", type=int)

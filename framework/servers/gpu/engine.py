@@ -1,7 +1,8 @@
 """The GPU server's scheduler (rank 0's engine thread) and the command loop of ranks 1..tp-1.
 
-Continuous batching in SGLang's default shape, simplified: arrived requests are prefilled one after
-another (each into the next free cache row), then one decode or speculative step serves every running
+Continuous batching in SGLang's default shape, simplified: arrived requests are prefilled together, in
+padded forwards of at most ``--chunked-prefill-size`` tokens (whole prompts: a prompt is not split), into the
+next free cache rows, then one decode or speculative step serves every running
 request; finished requests leave and the last row moves into the hole, so the batch stays compact.
 Rank 0 broadcasts each step as a small int64 command over gloo, so every rank runs the same steps with
 the same inputs (the tokens of rank 0).
@@ -68,6 +69,12 @@ class Driver:
         self._send(STEP, len(tokens), 0, tokens + positions)
         return self.ex.step(tokens, positions)
 
+    def prefill_many(self, row0: int, prompts: list[list[int]]) -> list[int]:
+        """One padded forward at TP1; at TP > 1 one prefill command per prompt (the command buffer holds one)."""
+        if self.group.size == 1:
+            return self.ex.prefill_many(row0, prompts)
+        return [self.prefill(row0 + i, ids) for i, ids in enumerate(prompts)]
+
     def move_row(self, src: int, dst: int) -> None:
         self._send(MOVE, src, dst, [])
         self.ex.move_row(src, dst)
@@ -107,10 +114,11 @@ class GpuEngine:
     """Rank 0's engine behind the shared HTTP layer (``framework.servers.api.server.ServingEngine``)."""
 
     def __init__(self, *, vocab: int, context: int, max_rows: int, seed: int, spec: SpecConfig | None,
-                 load: Callable[[], Driver], on_ready: Callable[[], None], on_fail: Callable[[BaseException], None]
-                 ) -> None:
+                 load: Callable[[], Driver], on_ready: Callable[[], None], on_fail: Callable[[BaseException], None],
+                 prefill_tokens: int = 4096) -> None:
         self.vocab, self.context, self.max_rows, self.seed, self.spec = vocab, context, max_rows, seed, spec
         self._load, self._on_ready, self._on_fail = load, on_ready, on_fail
+        self.prefill_tokens = prefill_tokens  # padded prompt tokens per prefill forward
         self.driver: Driver | None = None
         self._cond = threading.Condition()
         self._inbox: deque[SimRequest] = deque()
@@ -202,13 +210,18 @@ class GpuEngine:
                     continue
             self._drop([i for i, live in enumerate(self._running) if live.req.aborted])
             while self._waiting and len(self._running) < self.max_rows:
-                req = self._waiting.pop(0)
-                ids = self._prompt(req)
-                row = len(self._running)
-                first = self.driver.prefill(row, ids)
-                live = _Live(req, np.random.default_rng([self.seed, req.seed]), pos=len(ids), last=first)
-                self._running.append(live)
-                self._emit(live, [first])
+                batch: list[tuple[SimRequest, list[int]]] = []
+                while self._waiting and len(self._running) + len(batch) < self.max_rows:
+                    ids = self._prompt(self._waiting[0])
+                    longest = max([len(i) for _, i in batch] + [len(ids)])
+                    if batch and longest * (len(batch) + 1) > self.prefill_tokens:
+                        break
+                    batch.append((self._waiting.pop(0), ids))
+                firsts = self.driver.prefill_many(len(self._running), [ids for _, ids in batch])
+                for (req, ids), first in zip(batch, firsts, strict=True):
+                    live = _Live(req, np.random.default_rng([self.seed, req.seed]), pos=len(ids), last=first)
+                    self._running.append(live)
+                    self._emit(live, [first])
             self.num_waiting = len(self._waiting)
             self.num_running = len(self._running)
             self._drop([i for i, live in enumerate(self._running) if live.req.finished])

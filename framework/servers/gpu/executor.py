@@ -72,6 +72,25 @@ class Executor:
             self.draft(tokens, positions, self.dcache, row0=row, last_only=True)
         return int(logits[0, -1].argmax())
 
+    @torch.inference_mode()
+    def prefill_many(self, row0: int, prompts: list[list[int]]) -> list[int]:
+        """Prompts into cache rows ``row0 ..`` in one padded forward; each row's first generated token.
+
+        Padding continues each shorter row's positions, so it writes cache slots past that row's prompt,
+        which its first decode step overwrites before anything attends to them (every read stops at the
+        reader's own position)."""
+        B, T = len(prompts), max(len(p) for p in prompts)
+        tokens = torch.zeros((B, T), dtype=torch.long)
+        for i, ids in enumerate(prompts):
+            tokens[i, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+        tokens = tokens.to(self.device)
+        positions = torch.arange(T, device=self.device).unsqueeze(0).expand(B, T)
+        take = torch.tensor([len(p) - 1 for p in prompts], device=self.device)
+        logits = self.target(tokens, positions, self.tcache, row0=row0, take=take)
+        if self.draft is not None:
+            self.draft(tokens, positions, self.dcache, row0=row0, take=take)
+        return logits[:, 0].argmax(-1).tolist()
+
     def _decode_fn(self, bs: int) -> tuple[torch.Tensor, ...]:
         if self.fused is not None:
             return (self.fused.step(self.tok[:bs, 0], self.pos[:bs, 0], self.tcache),)
