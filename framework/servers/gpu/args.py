@@ -21,6 +21,7 @@ class GpuServerArgs(SglangLaunchArgs):
     speculative_num_draft_tokens: int | None = Field(None, ge=2)
     cuda_graph_max_bs: int | None = Field(None, ge=1)
     disable_cuda_graph: bool = False
+    disable_overlap_schedule: bool = False
     context_length: int = Field(1024, ge=16)
     max_running_requests: int = Field(64, ge=1)
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
@@ -68,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunked-prefill-size", type=int, help="padded prompt tokens per prefill forward (default "
                    "4096); prompts are batched whole, not split into chunks")
     p.add_argument("--disable-cuda-graph", action="store_true")
+    p.add_argument("--disable-overlap-schedule", action="store_true",
+                   help="read each decode step's tokens back before launching the next (TP1 without speculation "
+                        "overlaps them by default; TP > 1 and speculation never do)")
     p.add_argument("--context-length", type=int)
     p.add_argument("--max-running-requests", type=int)
     p.add_argument("--dtype", choices=("auto", "bfloat16", "float16", "float32"))
