@@ -94,7 +94,8 @@ def build_executor(args: GpuServerArgs, rank: int, seed: int) -> Executor:
     k = spec.num_draft_tokens if spec else 0
     ex = Executor(shape, seed=seed, group=group, dtype=dtype, context=args.context_length,
                   max_rows=args.max_running_requests, draft_tokens=k, fused=fused_decode(args, device),
-                  compile_mode=args.torch_compile_mode, overlap=not args.disable_overlap_schedule)
+                  compile_mode=args.torch_compile_mode, overlap=not args.disable_overlap_schedule,
+                  batch1_gemv=args.batch1_gemv)
     log.info(f"Load weight end. shape={shape.name} params={shape.params() / 1e9:.2f}B dtype={dtype} "
              f"draft={'1 layer' if k else 'none'} ({time.perf_counter() - t0:.1f} s)")
     if args.enable_torch_symm_mem:
@@ -148,6 +149,7 @@ def backend_info(args: GpuServerArgs, spec: SpecConfig | None, device: torch.dev
             "cuda_graphs": device.type == "cuda" and not args.disable_cuda_graph,
             "decode_path": "fused" if fused_decode(args, device.type) else "reference",
             "torch_compile_mode": args.torch_compile_mode if fused_decode(args, device.type) else None,
+            "batch1_gemv": args.batch1_gemv if fused_decode(args, device.type) else None,
             "overlap_schedule": (not args.disable_overlap_schedule and args.tp_size == 1
                                  and args.speculative_algorithm is None),
             "speculative_acceptance": "declared" if spec else None,

@@ -53,7 +53,8 @@ class Launched(NamedTuple):
 class Executor:
     def __init__(self, shape: Shape, *, seed: int, group: TPGroup, dtype: torch.dtype, context: int,
                  max_rows: int, draft_tokens: int = 0, fused: bool = False,
-                 compile_mode: str = "max-autotune-no-cudagraphs", overlap: bool = False) -> None:
+                 compile_mode: str = "max-autotune-no-cudagraphs", overlap: bool = False,
+                 batch1_gemv: str = "split-k") -> None:
         self.group, self.device, self.k = group, group.device, draft_tokens
         self.target = Llama(shape, seed=seed, tp_rank=group.rank, tp_size=group.size, device=self.device,
                             dtype=dtype, all_reduce=group.all_reduce, context=context)
@@ -79,7 +80,7 @@ class Executor:
         self._pinned: dict[tuple[int, torch.Size], torch.Tensor] = {}
         self._done = torch.cuda.Event() if self.device.type == "cuda" else None
         if fused and not draft_tokens and group.size == 1:
-            self.fused = FusedDecoder(self.target, compile_mode)
+            self.fused = FusedDecoder(self.target, compile_mode, batch1_gemv)
 
     # ----------------------------------------------------------------- the steps
 

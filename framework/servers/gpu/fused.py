@@ -9,6 +9,11 @@ check compare this against), cut at attention into pieces that ``torch.compile``
 - ``post``: the O projection, the residual add, RMSNorm, the gate/up projection, SwiGLU and the down projection;
 - ``head``: the last residual add, RMSNorm, the LM head and the greedy argmax.
 
+At batch 1 (``split_k``, the default) the two narrow projections leave the compiled pieces for the split-K GEMV
+of :mod:`~framework.servers.gpu.gemv`: ``post1`` is the residual add of the O projection's partial sums, RMSNorm
+and gate/up; the down projection reads gate/up through SwiGLU in the GEMV; the next ``pre1`` (or ``head1``) adds
+the down projection's partial sums to the residual.
+
 Each piece is compiled once for all layers (the weights are arguments) and once per shape class of the batch
 (1, then dynamic), so a capture of every batch size costs three compiles per piece; Inductor's on-disk cache makes
 the next launch on the machine cheap. The executor captures the whole step, all layers, in one CUDA graph.
@@ -23,9 +28,11 @@ import torch
 import torch.nn.functional as F
 
 from framework.servers.gpu.attention import decode_attention
+from framework.servers.gpu.gemv import gemv_partials, plan_for
 from framework.servers.gpu.model import KVCache, Llama
 
 COMPILE_MODES = ("max-autotune-no-cudagraphs", "default", "none")
+BATCH1_GEMVS = ("split-k", "compiled")
 
 
 def _rms(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -42,11 +49,14 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
 class FusedDecoder:
     """Decode steps of ``model`` (TP1) through compiled per-layer pieces and the length-aware attention."""
 
-    def __init__(self, model: Llama, compile_mode: str = "max-autotune-no-cudagraphs") -> None:
+    def __init__(self, model: Llama, compile_mode: str = "max-autotune-no-cudagraphs", batch1_gemv: str = "split-k"
+                 ) -> None:
         if model.tp_size != 1:
             raise ValueError("the fused decode step is for one process (TP1); TP keeps the reference path")
         if compile_mode not in COMPILE_MODES:
             raise ValueError(f"compile_mode {compile_mode!r}: use one of {COMPILE_MODES}")
+        if batch1_gemv not in BATCH1_GEMVS:
+            raise ValueError(f"batch1_gemv {batch1_gemv!r}: use one of {BATCH1_GEMVS}")
         self.model, self.compile_mode = model, compile_mode
         H, KV, D, eps = model.heads, model.kv_heads, model.head_dim, model.shape.rms_norm_eps
         inter = model.inter
@@ -72,9 +82,31 @@ class FusedDecoder:
         def head(x: torch.Tensor, d: torch.Tensor, w_norm: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
             return (_rms(x + d, w_norm, eps) @ lm_head.t()).argmax(-1)
 
+        def pre1(x: torch.Tensor, parts: torch.Tensor, *rest: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return pre(x, parts.sum(0).to(x.dtype), *rest)
+
+        def post1(x: torch.Tensor, o_parts: torch.Tensor, w_norm: torch.Tensor, w_gate_up: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+            x = x + o_parts.sum(0).to(x.dtype)
+            return x, (_rms(x, w_norm, eps) @ w_gate_up.t()).contiguous()
+
+        def head1(x: torch.Tensor, parts: torch.Tensor, w_norm: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
+            return head(x, parts.sum(0).to(x.dtype), w_norm, lm_head)
+
         self.pre: Callable[..., Any] = self._compile(pre)
         self.post: Callable[..., Any] = self._compile(post)
         self.head: Callable[..., Any] = self._compile(head)
+        # batch 1: the O and down projections as split-K GEMVs between compiled pieces (None: not this shape)
+        layer0 = model.layers[0]
+        self.plans = None
+        if batch1_gemv == "split-k":
+            o_plan, down_plan = plan_for(*layer0["o"].shape), plan_for(*layer0["down"].shape)
+            if o_plan is not None and down_plan is not None:
+                self.plans = (o_plan, down_plan)
+                self.pre1: Callable[..., Any] = self._compile(pre1)
+                self.post1: Callable[..., Any] = self._compile(post1)
+                self.head1: Callable[..., Any] = self._compile(head1)
+        self.batch1_gemv = "split-k" if self.plans else "compiled"
 
     def _compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         if self.compile_mode == "none" or self.model.device.type != "cuda":
@@ -84,25 +116,45 @@ class FusedDecoder:
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """Greedy next tokens ``[B]`` for ``tokens [B]`` at ``positions [B]`` in cache rows ``0 .. B-1``."""
         x, d = self.layers(tokens, positions, cache)
-        return self.head(x, d, self.model.norm, self.model.lm_head)
+        head = self.head1 if d.dim() == 3 else self.head
+        return head(x, d, self.model.norm, self.model.lm_head)
 
     def logits(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """Logits ``[B, vocab]`` of the same step, the head uncompiled (for comparing with the reference)."""
         x, d = self.layers(tokens, positions, cache)
+        if d.dim() == 3:  # batch 1's partial sums
+            d = d.sum(0).to(x.dtype)
         return self.model._rms(x + d, self.model.norm) @ self.model.lm_head.t()
 
     def layers(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache
                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every layer: the residual stream and the last layer's MLP output, not yet added."""
+        """Every layer: the residual stream and the last layer's MLP output, not yet added (at batch 1 with the
+        split-K GEMV: its float32 partial sums ``[S, 1, hidden]``)."""
         m = self.model
         B = tokens.shape[0]
         x = F.embedding(tokens, m.embed)
-        d = torch.zeros_like(x)
         cos, sin = m.cos[positions].unsqueeze(1), m.sin[positions].unsqueeze(1)  # [B, 1, D/2]
         rows = torch.arange(B, device=tokens.device)
         lens = positions + 1
+        if B == 1 and self.plans is not None:
+            return self._layers1(x, cos, sin, rows, positions, lens, cache)
+        d = torch.zeros_like(x)
         for layer, kc, vc in zip(m.layers, cache.k, cache.v, strict=False):
             x, q = self.pre(x, d, layer["in_norm"], layer["qkv"], cos, sin, kc, vc, rows, positions)
             att = decode_attention(q, kc[:B], vc[:B], lens)
             x, d = self.post(x, att, layer["o"], layer["post_norm"], layer["gate_up"], layer["down"])
+        return x, d
+
+    def _layers1(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rows: torch.Tensor,
+                 positions: torch.Tensor, lens: torch.Tensor, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
+        assert self.plans is not None
+        o_plan, down_plan = self.plans
+        m = self.model
+        d = torch.zeros((1, 1, x.shape[-1]), device=x.device, dtype=torch.float32)
+        for layer, kc, vc in zip(m.layers, cache.k, cache.v, strict=False):
+            x, q = self.pre1(x, d, layer["in_norm"], layer["qkv"], cos, sin, kc, vc, rows, positions)
+            att = decode_attention(q, kc[:1], vc[:1], lens)
+            o = gemv_partials(att.reshape(1, -1), layer["o"], o_plan)
+            x, gate_up = self.post1(x, o, layer["post_norm"], layer["gate_up"])
+            d = gemv_partials(gate_up, layer["down"], down_plan, swiglu=True)
         return x, d
