@@ -15,13 +15,15 @@ import math
 import zlib
 from typing import Any
 
-from framework.analysis import caveats, drift
+from framework.analysis import caveats, drift, machines
 from framework.analysis.launches import loss_text, losses
 from framework.analysis.models import PredictionResult, Verdict
 from framework.analysis.rows import ConditionData, GroupedRows
 from framework.analysis.ruleset import RULESETS, RuleSet
 from framework.core import evidence
 from framework.core.design import Condition, matching
+from framework.core.machine import UNKNOWN as UNKNOWN_MACHINE
+from framework.core.machine import scope
 from framework.core.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
 from framework.core.vocabulary import ANALYSIS_METHODS
 from framework.stats import anytime, decisions, effects, shape
@@ -97,6 +99,11 @@ def decide(h: Hypothesis, p: Any, data: dict[int, ConditionData], conds: list[Co
         if missing:
             return decisions.Decision("inconclusive", missing), cells
         logs = {k: data[c.index].logs(exclude)[1] for k, c in zip(keys, cells, strict=True)}
+        fleet = _fleet(data, cells, [1, -1, -1, 1], exclude, method, ruleset)
+        if isinstance(fleet, decisions.Decision):
+            return fleet, cells
+        if fleet is not None:
+            return decisions.interaction(fleet, p.min_effect, p.direction, a), cells
         if method == "anytime":
             eff_any, why = _anytime_effect([data[c.index].by_block(exclude) for c in cells], [1, -1, -1, 1])
             if eff_any is None:
@@ -117,7 +124,12 @@ def decide(h: Hypothesis, p: Any, data: dict[int, ConditionData], conds: list[Co
         return decisions.Decision("inconclusive", missing), cells
     x = data[treat.index].logs(exclude)[1]
     y = data[base.index].logs(exclude)[1]
-    if method == "anytime":
+    fleet = _fleet(data, cells, [1, -1], exclude, method, ruleset)
+    if isinstance(fleet, decisions.Decision):
+        return fleet, cells
+    if fleet is not None:
+        eff: effects.LogEffect = fleet
+    elif method == "anytime":
         eff_any, why = _anytime_effect([data[treat.index].by_block(exclude), data[base.index].by_block(exclude)],
                                        [1, -1])
         if eff_any is None:
@@ -135,6 +147,20 @@ def decide(h: Hypothesis, p: Any, data: dict[int, ConditionData], conds: list[Co
         return decisions.increase(eff, p.min_effect, a), cells
     assert isinstance(p, Decrease)
     return decisions.decrease(eff, p.min_effect, a), cells
+
+
+def _fleet(data: dict[int, ConditionData], cells: list[Condition], weights: list[int], exclude: frozenset[str],
+           method: str, ruleset: RuleSet) -> effects.TEffect | decisions.Decision | None:
+    """Under rules version 3, the machine-level effect of cells whose launches ran on two or more machines
+    (framework.analysis.machines), or an inconclusive decision when the machine and the condition are
+    confounded; None when the launches ran on one machine (or under anytime: its block contrasts are
+    taken as they come), so the analysis is exactly the one-machine one."""
+    if not ruleset.machine_effect or method == "anytime" or len(machines.machines_of(data, cells, exclude)) < 2:
+        return None
+    eff, why, details = machines.effect(data, cells, weights, exclude)
+    if eff is None:
+        return decisions.Decision("inconclusive", why, details={"machine": details})
+    return eff
 
 
 def _anytime_effect(cells: list[dict[Any, float]], weights: list[int]) -> tuple[Any, str]:
@@ -206,6 +232,11 @@ def comparison_result(h: Hypothesis, p: Any, rows: GroupedRows, flagged: dict[in
         reason += "; caveat: " + "; caveat: ".join(n["text"] for n in notes)
     if method == "anytime" and dec.p_value is not None:
         det["p_anytime"] = dec.p_value  # valid under any stopping: the sweep adjusts this one
+    if ruleset.machine_effect:  # the population the verdict covers (framework.analysis.machines)
+        on = machines.machines_of(data, cells)
+        det["population"] = scope(len(on))
+        if len(on) > 1 and method == "anytime":
+            det["population"] += " (the anytime block contrasts do not model the machine)"
     lost = _loss_note(data, cells)
     if lost and not reason.startswith("condition "):
         reason += f"; {lost}"
@@ -225,6 +256,13 @@ def comparison_result(h: Hypothesis, p: Any, rows: GroupedRows, flagged: dict[in
                             ci=_finite_ci(dec.ci), p_value=dec.p_value, reason=reason, details=det)
 
 
+def _launch_population(rows: GroupedRows, p: Launches) -> str:
+    """The machines a launch-outcome prediction's launches ran on, in words."""
+    on = {rows.data[c.index].machines.get(r["launch_id"], UNKNOWN_MACHINE)
+          for c in matching(rows.conditions, p.where) for r in rows.data[c.index].launch_rows}
+    return scope(len(on))
+
+
 def decide_predictions(h: Hypothesis, rows: GroupedRows, flagged: dict[int, list[str]], a: float, method: str,
                        seed: int, ruleset: RuleSet = RULESETS[1]
                        ) -> tuple[list[PredictionResult], list[tuple[Any, Verdict]]]:
@@ -238,6 +276,8 @@ def decide_predictions(h: Hypothesis, rows: GroupedRows, flagged: dict[int, list
     for p in h.predictions:
         if isinstance(p, Launches):
             r = launches_result(p, rows, a if method == "anytime" else None)
+            if ruleset.machine_effect:
+                r.details["population"] = _launch_population(rows, p)
             if r.p_value is not None:
                 tests.append((p, r.verdict))
         else:

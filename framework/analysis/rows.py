@@ -16,6 +16,8 @@ from typing import Any, Iterable
 from framework.analysis.ruleset import LATEST, RULESETS, RuleSet
 from framework.core import evidence
 from framework.core.design import Condition, conditions
+from framework.core.machine import UNKNOWN as UNKNOWN_MACHINE
+from framework.core.machine import launch_machines
 from framework.core.metrics import RATIO_METRICS, is_launch_metric, launch_value, ratio_parts, unmeasured
 from framework.core.spec import Hypothesis
 
@@ -43,6 +45,7 @@ class ConditionData:
     unmeasured: int = 0  # measured requests that were ok but gave no value of the metric (core.metrics.unmeasured)
     unmeasured_why: dict[str, int] = field(default_factory=dict)  # their reasons, counted
     ratios: dict[str, list[tuple[float, float]]] | None = None  # per launch, (numerator, denominator) per value
+    machines: dict[str, str] = field(default_factory=dict)  # launch id -> machine id (framework.core.machine)
 
     def means(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
         """Ids and metric values of the ok launches that measured something, apart from `exclude`.
@@ -175,11 +178,13 @@ def collect(h: Hypothesis, distinct: list[dict[str, Any]], rules: RuleSet | None
     if rules.launch_end_fails:
         launch_rows = _ended(launch_rows, distinct)
     gone = _superseded(launch_rows)
+    machine_of = launch_machines(distinct)
     for r in launch_rows:
         if r["launch_id"] in gone:
             data[r["condition"]].superseded.append(r["launch_id"])
             continue
         data[r["condition"]].launch_rows.append(r)
+        data[r["condition"]].machines[r["launch_id"]] = machine_of.get(r["launch_id"], UNKNOWN_MACHINE)
         launch_cond[r["launch_id"]] = r["condition"]
     requests = [r for r in distinct if r.get("kind") == "request" and r.get("launch_id") not in gone]
     for r in requests:

@@ -38,13 +38,18 @@ class RuleSet:
     #                                be measured: one chunk, one token) counts toward the loss rule, with why
     ratio_rates: bool = False  # a launch's decode_tok_s, tpot_s and output_tok_s: the ratio of its requests'
     #                            totals (tokens / seconds), not the mean of their rates (docs/workloads.md)
+    # The machine as a random effect (analysis/machines.py; statistics.md, "Machines"): a comparison whose
+    # launches ran on two or more machines is decided on the machines' own contrasts (t, m - 1 df), one whose
+    # conditions ran on different machines is inconclusive (confounded), and every verdict states the
+    # machines it covers. With one machine nothing changes.
+    machine_effect: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
        "chain_extensions": True, "launch_end_fails": True, "unmeasured_lost": True, "ratio_rates": True}
 
 # version 3 (framework 0.3.0): version 2 plus the switches CHANGELOG.md lists under rules version 3
-_V3 = {**_V2}
+_V3 = {**_V2, "machine_effect": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterable
 
-from framework.analysis import nodata
+from framework.analysis import machines, nodata
 from framework.analysis.launches import condition_summary, launch_stats, losses, variance_report
 from framework.analysis.models import Analysis, ConditionSummary, MetricSummary, PredictionResult, Verdict
 from framework.analysis.predictions import (
@@ -141,6 +141,10 @@ def _analyze(h: Hypothesis, rows: Iterable[dict[str, Any]], alpha: float, method
     }
     if ruleset.launch_end_fails or ruleset.unmeasured_lost:  # what each condition lost, by index (version 2)
         details["losses"] = {str(c.index): losses(grouped.data[c.index]) for c in grouped.conditions}
+    if ruleset.machine_effect:  # the machines the verdict covers, and the machine-level variance (rules version 3)
+        details["population"] = machines.population(grouped.data)
+        if details["population"]["machines"] > 1:
+            var["machine"] = machines.level_variance(grouped.data)
     if grouped.empty:  # a run in which a condition measured nothing claims nothing (framework.core.evidence)
         details["no_data"] = {str(k): v for k, v in sorted(grouped.empty.items())}
     return Analysis(verdict=verdict, predictions=results, conditions=summaries, details=details)

@@ -75,6 +75,17 @@ def schedule(
     return plan
 
 
+def machine_slot(block: int, machines: int) -> int:
+    """The machine slot a block runs on when a design spreads its launches over `machines` machines.
+
+    Machines are a blocking factor above the blocks: every block holds one launch of every condition,
+    so every machine measures every condition and the machine cancels from within-machine contrasts;
+    blocks alternate between machines (b mod machines), so a sequential extension or an interrupted run
+    keeps the machines balanced.
+    """
+    return block % machines if machines > 1 else 0
+
+
 def levels_of(h: Hypothesis, cond: Condition) -> list[Level]:
     return [h.factors[f].levels[lv] for f, lv in cond.levels.items()]
 

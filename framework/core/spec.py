@@ -230,6 +230,9 @@ class Design(_Strict):
     # `rate` (look after any block, stop or extend at will; docs/statistics.md section 10)
     analysis: AnalysisMethod = "welch"
     sequential: Sequential = Sequential()
+    # the machines the launches are spread over (a blocking factor: block b on machine slot b mod machines,
+    # framework.core.design.machine_slot); a verdict covers the machines its launches ran on (docs/statistics.md)
+    machines: int = Field(1, ge=1, le=1000)
 
 
 class Hypothesis(_Strict):

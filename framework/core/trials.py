@@ -60,6 +60,7 @@ class LaunchRow(_Row):
     startup_s: float | None = None
     argv: list[str] = []
     server_info: dict | None = None
+    machine: dict | None = None  # the machine it ran on: {id, host, cpu, gpus: [{uuid, name}], label} (0.3)
     started: str
     finished: str
 
@@ -158,6 +159,10 @@ class EnvironmentRow(_Row):
     host: str | None = None
     machine: str | None = None
     gpu: dict | None = None
+    cpu: str | None = None  # the CPU model (0.3)
+    gpus: list[dict] | None = None  # [{uuid, name}] of every GPU the host sees (0.3)
+    label: str | None = None  # `machine.label=`, or the SLURM node (0.3)
+    machine_id: str | None = None  # framework.core.machine.machine_id of the above (0.3)
     written: str
 
 

@@ -198,6 +198,7 @@ class BackendSettings(BaseModel):
     # simulator only
     speedup: float = Field(1.0, gt=0)
     noise_scale: float = Field(1.0, ge=0)
+    machine_effect: float = Field(0.0, ge=0)  # log-sd of a machine-level effect (framework.servers.sim; 0: off)
     ground_truth: bool = False
     # endpoint only
     url: str | None = None
@@ -278,6 +279,7 @@ def server_spec(
     port: int,
     seed: int,
     log_path: Path,
+    machine: str | None = None,
 ) -> ServerSpec:
     """What to run for one launch of `cond` (not used by backends that start nothing)."""
     check(backend, exp)
@@ -301,7 +303,7 @@ def server_spec(
             env[row.api_key_env] = backend.api_key
         else:
             argv += [a.format(api_key=backend.api_key) for a in row.api_key_args]
-    argv += sim_args(backend, h, exp, cond, log_path)
+    argv += sim_args(backend, h, exp, cond, log_path, machine)
     return ServerSpec(
         argv=argv, host=backend.host, port=port, log_path=log_path, env=env, env_unset=row.env_unset,
         ready_timeout_s=backend.ready_timeout_s, health_path=backend.effective_health_path, api_key=backend.api_key,
@@ -309,8 +311,9 @@ def server_spec(
 
 
 def sim_args(backend: BackendSettings, h: Hypothesis, exp: Experiment, cond: design.Condition,
-             log_path: Path) -> list[str]:
-    """The simulator's own `--sim-*` flags (its profile, clock and noise); nothing for other backends."""
+             log_path: Path, machine: str | None = None) -> list[str]:
+    """The simulator's own `--sim-*` flags (its profile, clock and noise, and a machine-level effect drawn
+    from the launch's `machine` id when `machine_effect` is on); nothing for other backends."""
     if not backend.simulated:
         return []
     args = [
@@ -320,6 +323,8 @@ def sim_args(backend: BackendSettings, h: Hypothesis, exp: Experiment, cond: des
     ]
     if backend.ground_truth:
         args += ["--sim-ground-truth", str(log_path.with_suffix(".chunks.jsonl"))]
+    if backend.machine_effect > 0 and machine:
+        args += ["--sim-machine-effect", repr(backend.machine_effect), "--sim-machine", machine]
     return args
 
 

@@ -87,3 +87,22 @@ def requests_lost(loss: dict[str, Any] | None) -> str | None:
         parts.append(f"{loss['censored']} failed (censored)")
     share = loss.get("requests_lost_share") or 0.0
     return f"{loss['requests_lost']} of {loss['requests']} measured requests ({share:.0%}): " + ", ".join(parts)
+
+
+def covers(p: dict[str, Any]) -> str:
+    """The population a prediction's verdict covers: ``this machine``, ``2 machines``; ``-`` for a record from
+    before rules version 3, which did not say (its launches may have run on one machine or several)."""
+    return str((p.get("details") or {}).get("population") or MISSING)
+
+
+def population(record: dict[str, Any]) -> str:
+    """The record's population in words: ``2 machines (4 + 4 launches; the design asked for 2)``; ``-`` when the
+    record does not say (rules versions 1 and 2)."""
+    pop = record.get("population") or ((record.get("analysis") or {}).get("details") or {}).get("population")
+    if not pop:
+        return MISSING
+    counts = " + ".join(str(n) for n in (pop.get("launches_by_machine") or {}).values())
+    text = f"{pop.get('scope')} ({counts} launches"
+    if pop.get("design_machines", 1) > 1:
+        text += f"; the design spreads them over {pop['design_machines']}"
+    return text + ")"

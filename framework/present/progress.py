@@ -116,15 +116,17 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
                                else " — [bold yellow]UNREGISTERED EXTENSION[/bold yellow]")
     table = Table(title=f"{name} — backend: {record['backend']} — [{style}]{verdict}[/{style}]{mark}",
                   title_justify="left")
-    for col in ("prediction", "kind", "estimate", "interval", "p", "verdict"):
+    for col in ("prediction", "kind", "estimate", "interval", "p", "covers", "verdict"):
         table.add_column(col, no_wrap=col != "prediction", overflow="fold")
     for p in record["predictions"]:
         ci = fmt.ci(p.get("ci"))
         pstyle = VERDICT_STYLE[p["verdict"]]
         marks = "".join(f"\n[bold red]{escape(m)}[/bold red]" for m in p.get("marks") or [])
         table.add_row(escape(p["id"]), p["kind"], fmt.num(p.get("estimate")), escape(ci), fmt.p_value(p.get("p_value")),
-                      f"[{pstyle}]{p['verdict']}[/{pstyle}]{marks}")
+                      escape(fmt.covers(p)), f"[{pstyle}]{p['verdict']}[/{pstyle}]{marks}")
     console.print(table)
+    if fmt.population(record) != fmt.MISSING:
+        console.print(escape(f"  population: {fmt.population(record)}"), highlight=False)
     for p in record["predictions"]:
         console.print(escape(f"  {p['id']}: {p['reason']}"), highlight=False)
     if ext:

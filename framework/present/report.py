@@ -370,6 +370,8 @@ def record_blocks(record: dict[str, Any], rows: list[dict[str, Any]] | None, pre
     blocks: list[Block] = [
         Heading(heading_level, f"{hyp.get('name', '?')}: {record.get('verdict', '?')}"),
         Banner(f"backend: {backend}", note),
+        Banner(f"population: {fmt.population(record)}",
+               "the machines the launches ran on: an interval covers launches on these machines only"),
     ]
     if hyp.get("statement"):
         blocks.append(Para(f"Statement: {hyp['statement']}"))
@@ -379,9 +381,10 @@ def record_blocks(record: dict[str, Any], rows: list[dict[str, Any]] | None, pre
                        f"(sha256 {str((record.get('trials') or {}).get('sha256'))[:16]})."))
     crit = criteria(record)
     blocks.append(Heading(heading_level + 1, "Predictions"))
-    blocks.append(Table(["prediction", "kind", "verdict", "estimate", "interval", "p", "criterion", "reason"], [
+    columns = ["prediction", "kind", "verdict", "estimate", "interval", "covers", "p", "criterion", "reason"]
+    blocks.append(Table(columns, [
         [str(p.get("id")), str(p.get("kind")), " — ".join([str(p.get("verdict")), *(p.get("marks") or [])]),
-         fmt.num(p.get("estimate")), fmt.ci(p.get("ci")),
+         fmt.num(p.get("estimate")), fmt.ci(p.get("ci")), fmt.covers(p),
          fmt.p_value(p.get("p_value")), crit[p["id"]].text if p.get("id") in crit else "-", str(p.get("reason", ""))]
         for p in record.get("predictions") or []]))
     forest = forest_plot(record)
@@ -602,17 +605,19 @@ def summary_markdown(record: dict[str, Any]) -> str:
         "",
         f"backend: {record['backend']}",
         "",
+        f"population: {fmt.population(record)}",
+        "",
         f"> {h['statement']}",
         "",
-        "| prediction | kind | estimate | interval | p | verdict | reason |",
-        "|---|---|---|---|---|---|---|",
+        "| prediction | kind | estimate | interval | p | covers | verdict | reason |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for p in record["predictions"]:
         est = f"{p['estimate']:.3f}" if p.get("estimate") is not None else "-"
         ci = f"[{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]" if p.get("ci") else "-"
         pv = f"{p['p_value']:.2g}" if p.get("p_value") is not None else "-"
         verdict = " — ".join([p["verdict"], *(p.get("marks") or [])])
-        lines.append(f"| {p['id']} | {p['kind']} | {est} | {ci} | {pv} | {verdict} | {p['reason']} |")
+        lines.append(f"| {p['id']} | {p['kind']} | {est} | {ci} | {pv} | {fmt.covers(p)} | {verdict} | {p['reason']} |")
     lines += ["", "| condition | launches ok/failed | mean | requests lost |", "|---|---|---|---|"]
     for c in record["conditions"]:
         levels = ", ".join(f"{k}={v}" for k, v in c["levels"].items())

@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from framework.core import machine as machine_mod
 from framework.core.hashing import sha256_file
 
 # The project's runtime dependencies (pyproject) plus what a real SGLang stack reports.
@@ -100,10 +101,29 @@ def gpu_info() -> dict[str, Any] | None:
     return parse_nvidia_smi(query, _run(["nvidia-smi"]))
 
 
-def machine() -> dict[str, Any]:
+def gpu_devices() -> list[dict[str, Any]]:
+    """Every GPU this host sees, [{index, name, uuid}] from `nvidia-smi -L` ([] without it)."""
+    return machine_mod.parse_nvidia_smi_l(_run(["nvidia-smi", "-L"]))
+
+
+def machine_label(given: str | None = None) -> str | None:
+    """The label that is part of a machine's identity: the one given (`machine.label=`), else the SLURM
+    node a job runs on (two nodes of one host name stay two machines)."""
+    return given or os.environ.get("SLURMD_NODENAME") or None
+
+
+def machine_identity(label: str | None = None) -> dict[str, Any]:
+    """The machine this process runs on (framework.core.machine.identity): host, CPU model, GPUs, label, id."""
+    return machine_mod.identity(socket.gethostname(), cpu_info()["model"], gpu_devices(), machine_label(label))
+
+
+def machine(label: str | None = None) -> dict[str, Any]:
     """Where the servers of a run are launched: host, architecture and GPUs (the trials file's `environment`
-    row, which `audit` holds the record's environment to)."""
-    return {"host": socket.gethostname(), "machine": platform.machine(), "gpu": gpu_info()}
+    row, which `audit` holds the record's environment to), and the machine's identity (CPU model, GPU
+    UUIDs, label, `machine_id`)."""
+    ident = machine_identity(label)
+    return {"host": socket.gethostname(), "machine": platform.machine(), "gpu": gpu_info(),
+            "cpu": ident["cpu"], "gpus": ident["gpus"], "label": ident["label"], "machine_id": ident["id"]}
 
 
 def fingerprint() -> dict[str, Any]:

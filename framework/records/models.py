@@ -77,6 +77,9 @@ class VerdictRecord(_Record):
     run_dir: str | None = None
     registration: str | None = None  # hash of the registration record this run refers to
     rules_version: int = RULES_VERSION  # the decision rules it was decided under (framework.analysis.rules)
+    # the machines it covers ({scope: "this machine" | "N machines", machines, launches_by_machine,
+    # design_machines}; framework.analysis.machines.population); None before rules version 3
+    population: dict[str, Any] | None = None
     started: str
     finished: str
 

@@ -22,10 +22,13 @@ class RunContext:
     run_dir: Path
     config: dict[str, Any]
     resume: Path | None = None
+    resume_also: list[Path] = field(default_factory=list)  # `resume=[A,B,...]`: more run directories to reuse
     allow_amend: bool = False
     sim_coverage: dict[str, Any] | None = None  # what the sim does not model here (backend=sim only)
     progress: bool = True
     report: bool = True
     ledger_writer: str = "job"  # "submitter": a sweep job on another process or node leaves it (run.handoff)
     extra: dict[str, Any] = field(default_factory=dict)
+    machine: dict[str, Any] = field(default_factory=dict)  # this process's machine (framework.core.machine.identity)
+    machine_slot: int | None = None  # run only the blocks of this slot of design.machines (None: all)
     redactor: Redactor = field(default_factory=Redactor)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from framework.core import design as design_mod
+from framework.core import machine as machine_mod
 from framework.core.trials import FORMAT, LaunchEndRow, LaunchRow, RequestRow, WorkloadRow
 from framework.core.vocabulary import LAUNCH_LOST_REQUEST
 from framework.errors import LaunchError
@@ -29,7 +30,8 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
     launch_id = f"{planned.launch_id}-a{attempt}"
     common = {"format": FORMAT, "launch_id": launch_id, "condition": cond.index, "levels": cond.levels}
     planned_fields = {**common, "replicate": planned.replicate, "block": planned.block, "attempt": attempt,
-                      "seed": planned.seed}  # what every launch row of this launch says of its plan
+                      "seed": planned.seed,  # what every launch row of this launch says of its plan
+                      "machine": ctx.machine or None}  # and where it ran (framework.core.machine)
     started = now_iso()
     server: ServerProcess | None = None
     row = ctx.backend.table
@@ -47,7 +49,8 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
     else:
         port = free_port(ctx.backend.host)
         log_path = ctx.run_dir / "logs" / f"{launch_id}.log"
-        spec = server_spec(ctx.backend, ctx.experiment, h, cond, port=port, seed=planned.seed, log_path=log_path)
+        spec = server_spec(ctx.backend, ctx.experiment, h, cond, port=port, seed=planned.seed, log_path=log_path,
+                           machine=(ctx.machine or {}).get("id"))
         base_url, argv = spec.base_url, spec.argv
         server = ServerProcess(spec).start()
         try:
@@ -71,6 +74,8 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
     lost: dict[str, Any] = {"sent": 0, "classes": {}, "first": None}  # requests the server did not serve
     try:
         info = client.server_info(base_url, ctx.backend.api_key, row.info_paths)
+        if ctx.machine:  # the GPUs its server says it used, where it names them (the GPU server)
+            planned_fields["machine"] = machine_mod.with_server_gpus(ctx.machine, info)
         writer.write(LaunchRow(
             **planned_fields,
             ok=True, startup_s=startup, argv=argv, server_info=info, started=started, finished=now_iso(),

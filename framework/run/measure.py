@@ -46,6 +46,9 @@ def measure(ctx: RunContext, writer: TrialsWriter, reused: set[str], attempts: d
                 if planned.launch_id in reused:
                     progress.launch_reused(planned.condition)
                     continue
+                slot = design_mod.machine_slot(planned.block, d.machines)
+                if ctx.machine_slot is not None and slot != ctx.machine_slot:
+                    continue  # another machine's block (machine.slot): its run, or a resume there, measures it
                 raise_if_signalled()  # a stop signal whose exception something swallowed: no further launch
                 progress.launch_started(planned.condition, planned.replicate, max_per_condition)
                 run_launch(ctx, planned, attempts.get(planned.launch_id, 0) + 1, writer, progress)

@@ -93,7 +93,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
             "details": analysis.details,
             "stopping": {"sequential": d.sequential.enabled, "looks": measured.looks, "reason": measured.stop_reason,
                          "launches_per_condition": _launches_per_condition(writer.rows)},
-            "resumed_from": str(ctx.resume) if ctx.resume else None,
+            "resumed_from": _resumed_from(ctx),
             "extension": extension(previous, d.model_dump(mode="json"), d.analysis, d.alpha,
                                    launches_of(previous), chain=RULESETS[LATEST].chain_extensions)
             if previous else None,
@@ -104,12 +104,33 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
             **lag,
             "sim_coverage": ctx.sim_coverage,
         },
+        population=population(analysis.details, d.machines),
         run_dir=str(ctx.run_dir),
         registration=reg_hash,
         started=started,
         finished=now_iso(),
     )
 
+
+
+def _resumed_from(ctx: RunContext) -> str | list[str] | None:
+    """The run directory a resume reused, or the list of them (`resume=[A,B]`)."""
+    if ctx.resume is None:
+        return None
+    return [str(p) for p in [ctx.resume, *ctx.resume_also]] if ctx.resume_also else str(ctx.resume)
+
+
+def population(details: dict[str, Any], design_machines: int) -> dict[str, Any] | None:
+    """The machines the verdict covers (framework.analysis.machines.population), with the design's count; None
+    under rules before version 3."""
+    pop = details.get("population")
+    if pop is None:
+        return None
+    out = {**pop, "design_machines": design_machines}
+    if design_machines > pop["machines"]:
+        out["note"] = (f"the design spreads its launches over {design_machines} machines, but they ran on "
+                       f"{pop['machines']}: the verdict covers {pop['scope']}")
+    return out
 
 
 def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str, Any],

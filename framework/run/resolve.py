@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ValidationError
 
 from framework.analysis.planning import anytime_cap, anytime_launch_floor
@@ -138,6 +138,7 @@ def resolve_config(cfg: DictConfig) -> Resolved:
         raise ConfigError("command line", exc.field, exc.message) from None
     d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
     backend_fits(backend, h)
+    machine_slot(cfg, d)
     sizes = size_problems(h, exp, d)
     if sizes:
         raise SpecError(h_path, *sizes[0])
@@ -155,6 +156,21 @@ def resolve_config(cfg: DictConfig) -> Resolved:
 
 
 ALLOW_UNMODELLED = "sim.allow_unmodelled=true"
+
+
+def machine_slot(cfg: DictConfig, d: Design) -> int | None:
+    """`machine.slot`, checked against the design: a whole number below design.machines, fixed designs only."""
+    slot = (cfg.get("machine") or {}).get("slot")
+    if slot is None:
+        return None
+    if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < d.machines:
+        raise ConfigError("command line", "machine.slot",
+                          f"a machine slot of design.machines={d.machines}: 0 to {d.machines - 1} (got {slot!r})")
+    if d.sequential.enabled:
+        raise ConfigError("command line", "machine.slot",
+                          "a sequential design looks at all machines' launches together: run it on one machine, "
+                          "or spread a fixed design with machine.slot")
+    return int(slot)
 
 
 def coverage_or_refuse(h: Hypothesis, h_path: Path, exp: Experiment, row: Backend, *,
@@ -177,6 +193,15 @@ def coverage_or_refuse(h: Hypothesis, h_path: Path, exp: Experiment, row: Backen
                         f"{ALLOW_UNMODELLED} to run on the sim anyway with every verdict marked not modelled")
     record = {k: v for k, v in cov.items() if k not in ("problems", "refused", "profile_problems")}
     return {**record, "override": bool(refused)}
+
+
+def resume_dirs(value: Any) -> list[Path]:
+    """`resume=DIR` or `resume=[DIR_A,DIR_B]` (runs of one design on several machines, merged into one record)."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, (list, tuple, ListConfig)):
+        return [Path(str(v)) for v in value]
+    return [Path(str(value))]
 
 
 def resume_dir(path: Path, run_dir: Path) -> Path:
@@ -202,8 +227,7 @@ def precheck(overrides: list[str]) -> list[tuple[DictConfig, Resolved]]:
     for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
         cfg = compose(variant)
         checked.append((cfg, resolve_config(cfg)))
-        if cfg.get("resume"):
-            resume = Path(cfg.resume)
+        for resume in resume_dirs(cfg.get("resume")):
             if not resume.exists():
                 raise ConfigError("command line", "resume", f"{resume} does not exist; give a run or sweep directory")
             for trials in [resume / "trials.jsonl", *resume.glob("*/trials.jsonl")]:

@@ -38,7 +38,7 @@ from framework.run.handoff import submitter_appends, write_pending
 from framework.run.measure import measure
 from framework.run.record import build_record, server_info_of, timing
 from framework.run.redaction import Redactor, ledger_salt, secret_values
-from framework.run.resolve import resolve_config, resume_dir
+from framework.run.resolve import machine_slot, resolve_config, resume_dir, resume_dirs
 from framework.run.writer import TrialsWriter, now_iso, previous_verdict, reuse
 
 
@@ -48,15 +48,19 @@ def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunConte
     ledger_path = Path(cfg.ledger)
     if cwd is not None and not ledger_path.is_absolute():
         ledger_path = cwd / ledger_path
-    resume = resume_dir(Path(cfg.resume), run_dir) if cfg.get("resume") else None
+    dirs = resume_dirs(cfg.get("resume"))
+    resume = resume_dir(dirs[0], run_dir) if dirs else None
     hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
     return RunContext(
         hypothesis=r.hypothesis, hypothesis_path=r.hypothesis_path, experiment=r.experiment, backend=r.backend,
         design=r.design, ledger=ledger_path, run_dir=run_dir,
         config=OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
-        resume=resume, allow_amend=bool(cfg.allow_amend), sim_coverage=r.coverage,
+        resume=resume, resume_also=[resume_dir(p, run_dir) for p in dirs[1:]],
+        allow_amend=bool(cfg.allow_amend), sim_coverage=r.coverage,
         progress=bool(cfg.progress) and sys.stdout.isatty(), report=bool(cfg.report),
         ledger_writer="submitter" if submitter_appends(hydra_cfg) else "job",
+        machine=environment.machine_identity((cfg.get("machine") or {}).get("label")),
+        machine_slot=machine_slot(cfg, r.design),
     )
 
 
@@ -88,7 +92,7 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     writer = TrialsWriter(ctx.run_dir / "trials.jsonl", ctx.redactor)
     try:
         reused, attempts = reuse(ctx, writer)
-        write_environment(writer, ctx.backend.name)
+        write_environment(writer, ctx.backend.name, (ctx.config.get("machine") or {}).get("label"))
         measured = measure(ctx, writer, reused, attempts, console)
     finally:
         writer.close()
@@ -126,10 +130,10 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     return stored
 
 
-def write_environment(writer: TrialsWriter, backend: str) -> None:
+def write_environment(writer: TrialsWriter, backend: str, label: str | None = None) -> None:
     """The trials' `environment` row (where this run launches its servers), before its first launch; a resume
     into the run's own directory on the same machine finds it there already and writes nothing."""
-    here = {"backend": backend, **environment.machine()}
+    here = {"backend": backend, **environment.machine(label)}
     last = next((r for r in reversed(writer.rows) if r.get("kind") == "environment"), None)
     if last is None or any(last.get(k) != v for k, v in here.items()):
         writer.write(EnvironmentRow(format=FORMAT, written=now_iso(), **here).to_json())

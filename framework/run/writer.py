@@ -107,19 +107,40 @@ def completed_launches(rows: Iterable[dict[str, Any]], requests_n: int) -> dict[
     return done
 
 
-def reuse(ctx: RunContext, writer: TrialsWriter) -> tuple[set[str], dict[str, int]]:
-    """Copy complete launches of an interrupted run into this one; count earlier attempts."""
-    if ctx.resume is None or not (ctx.resume / "trials.jsonl").exists():
-        return set(), {}
-    old_cfg = ctx.resume / ".hydra" / "config.yaml"
+def _same_hypothesis(ctx: RunContext, run_dir: Path) -> None:
+    old_cfg = run_dir / ".hydra" / "config.yaml"
     if old_cfg.exists():
         before = OmegaConf.load(old_cfg)
         if before.get("hypothesis") != ctx.config.get("hypothesis"):
             raise ConfigError("command line", "resume",
-                              f"{ctx.resume} ran hypothesis {before.get('hypothesis')!r}, "
+                              f"{run_dir} ran hypothesis {before.get('hypothesis')!r}, "
                               f"not {ctx.config.get('hypothesis')!r}")
-    old = read_trials(ctx.resume / "trials.jsonl")
-    same_file = (ctx.resume / "trials.jsonl").resolve() == writer.path.resolve()
+
+
+def reuse(ctx: RunContext, writer: TrialsWriter) -> tuple[set[str], dict[str, int]]:
+    """Copy complete launches of an interrupted run into this one; count earlier attempts.
+
+    `resume=[A,B]` (`ctx.resume_also`): the complete launches of every directory, in that order, a launch
+    taken from the first that has it, so runs of one design on several machines (machine.slot) become one.
+    """
+    reused: set[str] = set()
+    attempts: dict[str, int] = {}
+    for run_dir in [ctx.resume, *ctx.resume_also] if ctx.resume is not None else []:
+        if not (run_dir / "trials.jsonl").exists():
+            continue
+        _same_hypothesis(ctx, run_dir)
+        more, tries = _reuse_one(ctx, writer, run_dir, reused)
+        reused |= more
+        for base, a in tries.items():
+            attempts[base] = max(attempts.get(base, 0), a)
+    return reused, attempts
+
+
+def _reuse_one(ctx: RunContext, writer: TrialsWriter, run_dir: Path, taken: set[str]
+               ) -> tuple[set[str], dict[str, int]]:
+    """One directory's complete launches (those not `taken` from an earlier one) copied in; its attempts."""
+    old = read_trials(run_dir / "trials.jsonl")
+    same_file = (run_dir / "trials.jsonl").resolve() == writer.path.resolve()
     attempts: dict[str, int] = {}
     for row in Trials(old).of_kind("launch"):
         base, _, a = row["launch_id"].rpartition("-a")
@@ -129,10 +150,13 @@ def reuse(ctx: RunContext, writer: TrialsWriter) -> tuple[set[str], dict[str, in
     if same_file:  # resuming into the run's own directory: its rows are already in the file, keep them as they are
         writer.rows.extend(old)
         return {launch_id.rpartition("-a")[0] for launch_id in done}, attempts
-    for launch_id, group in done.items():
-        for row in group:
-            writer.write({**row, "reused_from": str(ctx.resume)})
-        reused.add(launch_id.rpartition("-a")[0])
+    keep = {launch_id for launch_id in done if launch_id.rpartition("-a")[0] not in taken}
+    # rows from before launch rows named their machine (0.3) name it by the environment row in force: keep those
+    unnamed = any(not r.get("machine") for r in Trials(old).of_kind("launch") if r["launch_id"] in keep)
+    for row in old:  # in file order, so each launch stays after the environment row it ran under
+        if (row.get("kind") == "environment" and unnamed) or row.get("launch_id") in keep:
+            writer.write({**row, "reused_from": str(run_dir)})
+    reused = {launch_id.rpartition("-a")[0] for launch_id in keep}
     writer.sync()
     return reused, attempts
 

@@ -52,6 +52,10 @@ class SimServerArgs(SglangLaunchArgs):
     sim_noise_scale: float = Field(1.0, ge=0)
     sim_ground_truth: str | None = None
     sim_startup_s: float | None = Field(None, ge=0)
+    # a machine-level effect (off by default): the machine's and this configuration's own speed factors,
+    # each of log-sd sim_machine_effect, drawn from the machine's id (framework.servers.sim.model.machine_factor)
+    sim_machine_effect: float = Field(0.0, ge=0)
+    sim_machine: str | None = None
     # SGLang's full ServerArgs after its resolution, the flags the command line set, its warnings
     server_args: dict[str, Any] = {}
     explicit: frozenset[str] = frozenset()
@@ -64,7 +68,7 @@ class SimServerArgs(SglangLaunchArgs):
 
 
 SIM_DEFAULTS = {"sim_profile": DEFAULT_PROFILE, "sim_speedup": 1.0, "sim_noise_scale": 1.0,
-                "sim_ground_truth": None, "sim_startup_s": None}
+                "sim_ground_truth": None, "sim_startup_s": None, "sim_machine_effect": 0.0, "sim_machine": None}
 
 
 class FlagError(ValueError):
@@ -94,6 +98,10 @@ def build_parser(*, raise_errors: bool = False) -> argparse.ArgumentParser:
                      help="write one JSON line per emitted chunk")
     sim.add_argument("--sim-startup-s", type=float, default=s,
                      help="model seconds of start-up (default: the profile's)")
+    sim.add_argument("--sim-machine-effect", type=float, default=s,
+                     help="log-sd of a machine's speed factor and of each configuration's on it (0: off)")
+    sim.add_argument("--sim-machine", metavar="ID", default=s,
+                     help="the machine id the factors are drawn from (the framework passes the launch's)")
     add_fault_arguments(p)
     return p
 

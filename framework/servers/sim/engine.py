@@ -87,6 +87,9 @@ class Engine:
         seq = np.random.SeedSequence(self.seed)
         launch_ss, self._req_ss, step_ss = seq.spawn(3)
         self.launch = model.draw_launch(self.profile, self.noise, np.random.default_rng(launch_ss))
+        machine = model.machine_factor(self.args)
+        if machine != 1.0:  # the machine-level effect (off by default): every forward of this launch
+            self.launch = model.LaunchDraw(self.launch.factor * machine, self.launch.slow)
         self._step_rng = np.random.default_rng(step_ss)
 
     def start(self) -> None:

@@ -10,8 +10,11 @@ from framework.servers.sim.profile import Profile
 
 
 def sim_backend_info(profile: Profile, args: SimServerArgs) -> dict[str, Any]:
-    """The sim's own ``/get_server_info`` fields: which profile it models, at what speed-up."""
-    return {
+    """The sim's own ``/get_server_info`` fields: which profile it models, at what speed-up (and, when
+    on, the machine-level effect it applies)."""
+    machine = ({"sim_machine_effect": args.sim_machine_effect, "sim_machine": args.sim_machine}
+               if args.sim_machine_effect > 0 else {})
+    return {**machine,
         "version": sglang_version(),  # the SGLang release whose flags and API the sim serves
         "sim_version": profile.version,
         "backend": "sim",

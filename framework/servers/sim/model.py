@@ -236,6 +236,33 @@ def draw_launch(profile: Profile, noise_scale: float, rng: np.random.Generator) 
     return LaunchDraw(factor, slow)
 
 
+# flags that do not make a configuration (where and how a launch runs, not what it runs)
+_NOT_CONFIG = frozenset({"port", "host", "random_seed", "model_path", "api_key", "log_level", "served_model_name"})
+
+
+def machine_factor(args: SimServerArgs) -> float:
+    """The machine-level effect: a factor on every forward for the machine (`--sim-machine`), times one for
+    this configuration on that machine, each exp(N(0, sd^2)) with sd = `--sim-machine-effect`, drawn from
+    a hash of the machine id (and of the configuration's explicit flags), so the same machine is always
+    as fast. The second factor makes a flag's effect differ between machines (log-sd sd * sqrt(2)), as
+    the cuda-graphs speed-up did between two H200s. 1.0 when off (the default) or without a machine id."""
+    import hashlib
+    import json
+
+    import numpy as np
+
+    sd = args.sim_machine_effect
+    if sd <= 0 or not args.sim_machine:
+        return 1.0
+    config = json.dumps({k: str(args.server_args.get(k)) for k in sorted(args.explicit) if k not in _NOT_CONFIG})
+
+    def z(key: str) -> float:
+        digest = hashlib.sha256(key.encode("utf-8")).digest()
+        return float(np.random.default_rng(int.from_bytes(digest[:8], "big")).standard_normal())
+
+    return float(np.exp(sd * z(f"machine:{args.sim_machine}") + sd * z(f"machine:{args.sim_machine}|{config}")))
+
+
 def draw_request(profile: Profile, args: SimServerArgs, noise_scale: float,
                  rng: np.random.Generator) -> RequestDraw:
     import numpy as np
