@@ -22,6 +22,8 @@
 #                    scratch ledger and are deleted. machineB (RESULTS holding machineA's run directories):
 #                    the other slots with resume= into the same directories, their verdicts into RESULTS's
 #                    ledger (allow_amend: the design now says machines: 2), then decode_step.py all.
+#          bench   - decode_step.py all (check, step, http without the no-overlap run, hf at batch 1) in one
+#                    run into RESULTS/decode/COMMIT_bench (STAGE_S="check step http hf" seconds each)
 #          decode  - benchmarks/gpu/decode_step.py: device check of the fused path, the step against the
 #                    roofline, over HTTP, HF's torch.compile (1 GPU); STAGES="check step" picks some
 #
@@ -152,6 +154,16 @@ case "$STAGE" in
       python3 benchmarks/gpu/decode_step.py all --out "$DEC" --stages step http hf --hf-batches ${HF_BATCHES:-1} \
         --stage-timeouts 0 "${STEP_S:-150}" "${HTTP_S:-120}" "${HF_S:-150}" | tee "$DEC/all.txt"
     fi
+    ;;
+  bench)
+    export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor} TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/inductor/triton}
+    describe bench
+    DEC=$RESULTS/decode/$(git rev-parse --short HEAD)_bench
+    mkdir -p "$DEC"
+    git log --oneline -1 | tee "$DEC/commit.txt"
+    cp "$RESULTS/env/bench.txt" "$DEC/decode.txt"
+    python3 benchmarks/gpu/decode_step.py all --out "$DEC" --quick --hf-batches ${HF_BATCHES:-1} \
+      --stage-timeouts ${STAGE_S:-90 120 80 140} | tee "$DEC/all.txt"
     ;;
   decode)
     describe decode

@@ -10,9 +10,9 @@ check compare this against), cut at attention into pieces that ``torch.compile``
 - ``head``: the last residual add, RMSNorm, the LM head and the greedy argmax.
 
 At batch 1 (``split_k``, the default) the two narrow projections leave the compiled pieces for the split-K GEMV
-of :mod:`~framework.servers.gpu.gemv`: ``post1`` is the residual add of the O projection's partial sums, RMSNorm
-and gate/up; the down projection reads gate/up through SwiGLU in the GEMV; the next ``pre1`` (or ``head1``) adds
-the down projection's partial sums to the residual.
+of :mod:`~framework.servers.gpu.gemv`, which adds into float32 rows of one buffer zeroed once a step: ``post1`` is
+the residual add of the O projection's row, RMSNorm and gate/up; the down projection reads gate/up through SwiGLU
+in the GEMV; the next ``pre`` (or ``head``) adds the down projection's row to the residual.
 
 Each piece is compiled once for all layers (the weights are arguments) and once per shape class of the batch
 (1, then dynamic), so a capture of every batch size costs three compiles per piece; Inductor's on-disk cache makes
@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from framework.servers.gpu.attention import decode_attention
-from framework.servers.gpu.gemv import gemv_partials, plan_for
+from framework.servers.gpu.gemv import gemv_accumulate, plan_for
 from framework.servers.gpu.model import KVCache, Llama
 
 COMPILE_MODES = ("max-autotune-no-cudagraphs", "default", "none")
@@ -82,16 +82,16 @@ class FusedDecoder:
         def head(x: torch.Tensor, d: torch.Tensor, w_norm: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
             return (_rms(x + d, w_norm, eps) @ lm_head.t()).argmax(-1)
 
-        def pre1(x: torch.Tensor, parts: torch.Tensor, *rest: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            return pre(x, parts.sum(0).to(x.dtype), *rest)
+        def pre1(x: torch.Tensor, acc: torch.Tensor, *rest: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return pre(x, acc.to(x.dtype), *rest)
 
-        def post1(x: torch.Tensor, o_parts: torch.Tensor, w_norm: torch.Tensor, w_gate_up: torch.Tensor
+        def post1(x: torch.Tensor, o_acc: torch.Tensor, w_norm: torch.Tensor, w_gate_up: torch.Tensor
                   ) -> tuple[torch.Tensor, torch.Tensor]:
-            x = x + o_parts.sum(0).to(x.dtype)
+            x = x + o_acc.to(x.dtype)
             return x, (_rms(x, w_norm, eps) @ w_gate_up.t()).contiguous()
 
-        def head1(x: torch.Tensor, parts: torch.Tensor, w_norm: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
-            return head(x, parts.sum(0).to(x.dtype), w_norm, lm_head)
+        def head1(x: torch.Tensor, acc: torch.Tensor, w_norm: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
+            return head(x, acc.to(x.dtype), w_norm, lm_head)
 
         self.pre: Callable[..., Any] = self._compile(pre)
         self.post: Callable[..., Any] = self._compile(post)
@@ -116,20 +116,19 @@ class FusedDecoder:
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """Greedy next tokens ``[B]`` for ``tokens [B]`` at ``positions [B]`` in cache rows ``0 .. B-1``."""
         x, d = self.layers(tokens, positions, cache)
-        head = self.head1 if d.dim() == 3 else self.head
+        head = self.head1 if tokens.shape[0] == 1 and self.plans is not None else self.head
         return head(x, d, self.model.norm, self.model.lm_head)
 
     def logits(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """Logits ``[B, vocab]`` of the same step, the head uncompiled (for comparing with the reference)."""
         x, d = self.layers(tokens, positions, cache)
-        if d.dim() == 3:  # batch 1's partial sums
-            d = d.sum(0).to(x.dtype)
+        d = d.to(x.dtype)  # batch 1's split-K path hands its float32 row
         return self.model._rms(x + d, self.model.norm) @ self.model.lm_head.t()
 
     def layers(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache
                ) -> tuple[torch.Tensor, torch.Tensor]:
         """Every layer: the residual stream and the last layer's MLP output, not yet added (at batch 1 with the
-        split-K GEMV: its float32 partial sums ``[S, 1, hidden]``)."""
+        split-K GEMV: a float32 row)."""
         m = self.model
         B = tokens.shape[0]
         x = F.embedding(tokens, m.embed)
@@ -150,11 +149,13 @@ class FusedDecoder:
         assert self.plans is not None
         o_plan, down_plan = self.plans
         m = self.model
-        d = torch.zeros((1, 1, x.shape[-1]), device=x.device, dtype=torch.float32)
-        for layer, kc, vc in zip(m.layers, cache.k, cache.v, strict=False):
-            x, q = self.pre1(x, d, layer["in_norm"], layer["qkv"], cos, sin, kc, vc, rows, positions)
+        # row 0: the first layer's "previous MLP output" (zero); layer l adds O into row 2l + 1, down into 2l + 2
+        acc = torch.zeros((2 * len(m.layers) + 1, 1, x.shape[-1]), device=x.device,
+                          dtype=torch.promote_types(x.dtype, torch.float32))
+        for i, (layer, kc, vc) in enumerate(zip(m.layers, cache.k, cache.v, strict=False)):
+            x, q = self.pre1(x, acc[2 * i], layer["in_norm"], layer["qkv"], cos, sin, kc, vc, rows, positions)
             att = decode_attention(q, kc[:1], vc[:1], lens)
-            o = gemv_partials(att.reshape(1, -1), layer["o"], o_plan)
-            x, gate_up = self.post1(x, o, layer["post_norm"], layer["gate_up"])
-            d = gemv_partials(gate_up, layer["down"], down_plan, swiglu=True)
-        return x, d
+            gemv_accumulate(att.reshape(1, -1), layer["o"], o_plan, acc[2 * i + 1])
+            x, gate_up = self.post1(x, acc[2 * i + 1], layer["post_norm"], layer["gate_up"])
+            gemv_accumulate(gate_up, layer["down"], down_plan, acc[2 * i + 2], swiglu=True)
+        return x, acc[-1]

@@ -3,10 +3,13 @@
 At one row Inductor lowers ``x @ W.t()`` to a reduction kernel with one program per few output features; for the
 narrow projections that is too few programs to keep HBM busy (the profile of the fused step measured 1.1 TB/s
 for O and 2.5 TB/s for down, against 4.05 TB/s for gate/up). Here the grid is (output blocks, K slices): each
-program reads a ``BLOCK_N x K/S`` tile of the weight once and writes one float32 partial sum per output, so the
-result is ``partials [S, 1, N]``; the consumer (the next compiled piece: residual add, then RMSNorm) sums the S
-slices, which Inductor fuses into its own first pass. With ``swiglu`` the input is the gate/up projection's
-output and the kernel applies SwiGLU as it reads it, so the activation is never written.
+program reads a ``BLOCK_N x K/S`` tile of the weight once and adds its float32 partial sums into a float32 output
+row with atomic adds (:func:`gemv_accumulate`; the caller zeroes the rows of a whole step with one memset), so the
+consumer (the next compiled piece: residual add, then RMSNorm) reads one vector, as it reads a matmul's output.
+(Handing it the ``[S, 1, N]`` partials instead made Inductor re-sum them in every program of the next projection's
+kernel: measured on an H200, that cost what the GEMV saved.) The order of the atomic adds varies, so the float32
+sum can differ in its last bits from run to run. With ``swiglu`` the input is the gate/up projection's output and
+the kernel applies SwiGLU as it reads it, so the activation is never written.
 
 ``gemv_partials_ref`` is the same function in PyTorch (the CPU path, and what the device check compares with).
 """
@@ -48,14 +51,15 @@ def plan_for(n: int, k: int) -> Plan | None:
 
 
 def gemv_partials_ref(x: torch.Tensor, w: torch.Tensor, splits: int, swiglu: bool = False) -> torch.Tensor:
-    """``x [1, K]`` (``[1, 2K]`` gate then up with ``swiglu``) against ``w [N, K]``: float32 partials ``[S, 1, N]``
-    whose sum over the first axis is ``x @ w.t()``."""
+    """``x [1, K]`` (``[1, 2K]`` gate then up with ``swiglu``) against ``w [N, K]``: float32 (float64 for a float64
+    ``x``) partials ``[S, 1, N]`` whose sum over the first axis is ``x @ w.t()``."""
+    dt = torch.promote_types(x.dtype, torch.float32)  # float32, or float64 for a float64 model (CPU tests)
     if swiglu:
-        gate, up = x.float().chunk(2, dim=-1)
+        gate, up = x.to(dt).chunk(2, dim=-1)
         x = F.silu(gate) * up
     n, k = w.shape
-    xs = x.float().view(1, splits, k // splits).transpose(0, 1)            # [S, 1, K/S]
-    ws = w.float().view(n, splits, k // splits).permute(1, 2, 0)           # [S, K/S, N]
+    xs = x.to(dt).view(1, splits, k // splits).transpose(0, 1)             # [S, 1, K/S]
+    ws = w.to(dt).view(n, splits, k // splits).permute(1, 2, 0)            # [S, K/S, N]
     return torch.bmm(xs, ws)
 
 
@@ -63,7 +67,7 @@ if triton is not None:
 
     @triton.jit
     def _gemv_kernel(X, W, P, N, K, s_wn, INTER, KS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     SWIGLU: tl.constexpr):
+                     SWIGLU: tl.constexpr, ATOMIC: tl.constexpr):
         pid_n = tl.program_id(0)
         pid_s = tl.program_id(1)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -78,7 +82,10 @@ if triton is not None:
                 x = tl.load(X + offs_k).to(tl.float32)
             w = tl.load(W + offs_n[:, None] * s_wn + offs_k[None, :])
             acc += w.to(tl.float32) * x[None, :]
-        tl.store(P + pid_s * N + offs_n, tl.sum(acc, 1))
+        if ATOMIC:
+            tl.atomic_add(P + offs_n, tl.sum(acc, 1))
+        else:
+            tl.store(P + pid_s * N + offs_n, tl.sum(acc, 1))
 
 
 def gemv_partials(x: torch.Tensor, w: torch.Tensor, plan: Plan, swiglu: bool = False) -> torch.Tensor:
@@ -96,5 +103,26 @@ def gemv_partials_triton(x: torch.Tensor, w: torch.Tensor, plan: Plan, swiglu: b
     out = torch.empty((plan.splits, 1, n), device=x.device, dtype=torch.float32)
     _gemv_kernel[(n // plan.block_n, plan.splits)](
         x, w, out, n, k, w.stride(0), k, KS=k // plan.splits, BLOCK_N=plan.block_n, BLOCK_K=plan.block_k,
-        SWIGLU=swiglu, num_warps=plan.num_warps)
+        SWIGLU=swiglu, ATOMIC=False, num_warps=plan.num_warps)
     return out
+
+
+def gemv_accumulate(x: torch.Tensor, w: torch.Tensor, plan: Plan, out: torch.Tensor, swiglu: bool = False) -> None:
+    """``out [1, N]`` (float32) += ``x @ w.t()`` (SwiGLU of ``x`` first with ``swiglu``): the Triton kernel's atomic
+    adds on CUDA, the reference's sum elsewhere."""
+    if x.device.type != "cuda" or triton is None:
+        out.add_(gemv_partials_ref(x, w, plan.splits, swiglu).sum(0))
+        return
+    gemv_accumulate_triton(x, w, plan, out, swiglu)
+
+
+def gemv_accumulate_triton(x: torch.Tensor, w: torch.Tensor, plan: Plan, out: torch.Tensor, swiglu: bool = False
+                           ) -> None:
+    """The atomic-add kernel itself (also under ``TRITON_INTERPRET=1`` on CPU tensors)."""
+    n, k = w.shape
+    assert x.shape[0] == 1 and x.is_contiguous() and w.stride(1) == 1, "one contiguous row against a row-major W"
+    assert x.shape[1] == (2 * k if swiglu else k), (x.shape, w.shape, swiglu)
+    assert out.dtype == torch.float32 and out.is_contiguous() and out.numel() == n
+    _gemv_kernel[(n // plan.block_n, plan.splits)](
+        x, w, out, n, k, w.stride(0), k, KS=k // plan.splits, BLOCK_N=plan.block_n, BLOCK_K=plan.block_k,
+        SWIGLU=swiglu, ATOMIC=True, num_warps=plan.num_warps)

@@ -143,13 +143,17 @@ def test_the_split_k_kernel_under_the_triton_interpreter(tmp_path):
 
     code = (
         "import torch\n"
-        "from framework.servers.gpu.gemv import gemv_partials_ref, gemv_partials_triton, plan_for\n"
+        "from framework.servers.gpu.gemv import gemv_accumulate_triton, gemv_partials_ref, gemv_partials_triton, "
+        "plan_for\n"
         "g = torch.Generator().manual_seed(1)\n"
         "for n, k, sw in ((64, 512, False), (64, 1024, True), (2048, 2048, False)):\n"
         "    p = plan_for(n, k)\n"
         "    w, x = torch.randn(n, k, generator=g), torch.randn(1, 2 * k if sw else k, generator=g)\n"
         "    a, b = gemv_partials_triton(x, w, p, sw), gemv_partials_ref(x, w, p.splits, sw)\n"
         "    assert torch.allclose(a, b, rtol=1e-4, atol=1e-3), (n, k, sw, (a - b).abs().max())\n"
+        "    acc = torch.full((1, n), 0.5)\n"
+        "    gemv_accumulate_triton(x, w, p, acc, sw)\n"
+        "    assert torch.allclose(acc, b.sum(0) + 0.5, rtol=1e-4, atol=1e-3), (n, k, sw)\n"
         "print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                          env={**os.environ, "TRITON_INTERPRET": "1"})
