@@ -54,7 +54,7 @@ class Executor:
     def __init__(self, shape: Shape, *, seed: int, group: TPGroup, dtype: torch.dtype, context: int,
                  max_rows: int, draft_tokens: int = 0, fused: bool = False,
                  compile_mode: str = "max-autotune-no-cudagraphs", overlap: bool = False,
-                 batch1_gemv: str = "split-k") -> None:
+                 batch1_gemv: str = "compiled") -> None:
         self.group, self.device, self.k = group, group.device, draft_tokens
         self.target = Llama(shape, seed=seed, tp_rank=group.rank, tp_size=group.size, device=self.device,
                             dtype=dtype, all_reduce=group.all_reduce, context=context)

@@ -114,7 +114,7 @@ def test_batch1_split_k_step_equals_the_reference_forward(splits):
 
     model = Llama(TINY, seed=4, context=32)
     ref_cache, fused_cache = model.new_cache(1), model.new_cache(1)
-    fused = FusedDecoder(model, compile_mode="none")
+    fused = FusedDecoder(model, compile_mode="none", batch1_gemv="split-k")
     assert fused.batch1_gemv == "split-k"
     fused.plans = (Plan(splits[0], 16, 16, 4), Plan(splits[1], 16, 16, 4))
     ids = torch.tensor([[5, 9, 2, 13, 7]])
@@ -129,7 +129,7 @@ def test_batch1_split_k_step_equals_the_reference_forward(splits):
             for a, b in zip(ref_cache.k + ref_cache.v, fused_cache.k + fused_cache.v, strict=True):
                 assert torch.allclose(a, b, atol=1e-5)
             tokens, positions = got, positions + 1
-    assert FusedDecoder(model, compile_mode="none", batch1_gemv="compiled").plans is None
+    assert FusedDecoder(model, compile_mode="none").plans is None  # the default: inside the compiled pieces
     with pytest.raises(ValueError, match="batch1_gemv"):
         FusedDecoder(model, compile_mode="none", batch1_gemv="cublas")
 
