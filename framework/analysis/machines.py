@@ -14,8 +14,10 @@ machine's own b_j cancels), and the fleet's from the m machines' d_j by their me
 with m - 1 degrees of freedom: se = sd(d_j) / sqrt(m) (the analysis of cluster-level summaries:
 Murray 1998, ch. 9; for a balanced design it equals the REML fixed effect of a mixed model with a
 random machine intercept and a random machine-by-condition term, statsmodels MixedLM, which
-tests/analysis/test_machines.py cross-checks). Var(d_j) = s_g^2 sum_c w_c^2 + s_l^2 sum_c w_c^2 / n_cj,
-so s_g^2 (how much the effect moves between machines) is estimated by moments, truncated at 0; a
+tests/analysis/test_machines.py cross-checks). Var(d_j) = tau^2 + s_l^2 sum_c w_c^2 / n_cj, where
+tau^2 = s_g^2 sum_c w_c^2 is how much the effect itself moves between machines (the variance of the
+machines' true contrasts); tau^2 is estimated by moments, s_d^2 - s_l^2 mean_j(sum_c w_c^2 / n_cj),
+truncated at 0 (`var_effect_between_machines`); a
 zero estimate is at the boundary of the parameter space: the data cannot tell a small machine effect
 from none, and the record says "not estimated (at the boundary)", never "no machine effect".
 With two machines, t(0.95, 1) = 6.31: the interval is wide, which is what two machines can say.
@@ -75,6 +77,9 @@ def effect(data: dict[int, ConditionData], cells: list[Condition], weights: Sequ
     d = np.array([sum(w * float(np.mean(b[m])) for w, b in zip(weights, by, strict=True)) for m in every])
     m = len(every)
     sd = float(np.std(d, ddof=1))
+    if sd <= 0:
+        return None, (f"the {m} machines' contrasts agree exactly (zero spread between machines), so the "
+                      "interval would have zero width; no fleet-level verdict is drawn from it"), details
     est = float(np.mean(d))
     # the launch-level variance within machine and cell, pooled over cells and machines (its df)
     groups = [b[mach] for b in by for mach in every]
@@ -82,8 +87,7 @@ def effect(data: dict[int, ConditionData], cells: list[Condition], weights: Sequ
     df_l = sum(len(g) - 1 for g in groups)
     var_l = ss / df_l if df_l > 0 else None
     w2_over_n = [sum(w * w / len(b[mach]) for w, b in zip(weights, by, strict=True)) for mach in every]
-    w2 = float(sum(w * w for w in weights))
-    var_g = None if var_l is None else (sd * sd - var_l * float(np.mean(w2_over_n))) / w2
+    var_g = None if var_l is None else sd * sd - var_l * float(np.mean(w2_over_n))
     details.update({
         "unit": "machine", "estimator": "machine means: t on the per-machine contrasts, m - 1 df",
         "machine_effects": {mach: float(x) for mach, x in zip(every, d, strict=True)},

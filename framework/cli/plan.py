@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from framework.analysis import fleet
 from framework.analysis.planning import (
     AnytimePlan,
     PlanRow,
@@ -41,7 +42,7 @@ from framework.run.resolve import precheck_one
 from framework.stats.sequential import inflation_factor, sequential_cap
 from framework.stats.variance import components, pooled_components
 
-PLAN_KEYS = ("pilot", "power", "probe")
+PLAN_KEYS = ("pilot", "power", "probe", "machine_sd", "per_machine")
 PROBE_LAUNCHES, PROBE_REQUESTS = 2, 4  # per condition: enough to see the sim's measurement noise, ~15 s in all
 
 
@@ -161,7 +162,59 @@ def main(args: list[str]) -> int:
     rows = plan(h, **assumptions, requests=d.requests, warmup=d.warmup, power=power, alpha=d.alpha)
     print_plan(make_console(), h, rows, power, source, d.requests, d.warmup, block=d.sequential.block,
                alpha=d.alpha)
+    pilot_rows = read_trials(Path(kv["pilot"]) / "trials.jsonl") if "pilot" in kv else None
+    print_fleet(make_console(), h, kv, d, assumptions, pilot_rows, power)
     return EXIT_OK
+
+
+def _positive(kv: dict[str, str], key: str, kind: type) -> Any:
+    if key not in kv:
+        return None
+    try:
+        value = kind(kv[key])
+    except ValueError:
+        value = None
+    least = 1 if kind is int else 0
+    if value is None or value < least:
+        raise ConfigError("command line", key, f"a {'whole number >= 1' if kind is int else 'number >= 0'} "
+                          f"(got {kv[key]!r})")
+    return value
+
+
+def print_fleet(console: Console, h: Hypothesis, kv: dict[str, str], d: Design, assumptions: dict[str, Any],
+                pilot_rows: list[dict[str, Any]] | None, power: float) -> None:
+    """How many machines a claim about the fleet needs (framework.analysis.fleet), when a pilot or machine_sd=
+    gives the machine-level noise."""
+    machine_sd = _positive(kv, "machine_sd", float)
+    per_machine = _positive(kv, "per_machine", int)
+    if pilot_rows is None and machine_sd is None:
+        console.print("machines: a claim about a fleet needs the machine-level noise: plan from a pilot on two or "
+                      "more machines (pilot=RUN_DIR) or assume it (machine_sd=LOG_SD)", highlight=False)
+        return
+    noise = fleet.pilot_noise(h, pilot_rows) if pilot_rows is not None else {}
+    n = per_machine or (fleet.launches_per_machine(h, pilot_rows) if pilot_rows is not None
+                        else max(1, d.launches // max(1, d.machines)))
+    sd_req = assumptions.get("sd_request_log") or {}
+    req = sd_req if isinstance(sd_req, (int, float)) else (sum(sd_req.values()) / len(sd_req) if sd_req else 0.0)
+    fallback = (assumptions.get("sd_launch_log") or 0.0) ** 2 + req ** 2 / max(1, d.requests)
+    rows = fleet.plan_machines(h, means=assumptions["means"], noise=noise, n=n, power=power, alpha=d.alpha,
+                               machine_sd=machine_sd, fallback_var_launch=fallback)
+    table = Table(title=f"{h.name}: machines for a claim about the fleet (power {power:.2f}, {n} launch(es) per "
+                  f"condition on each machine)", title_justify="left")
+    for col in ("prediction", "kind", "assumed", "sd of effect between machines", "sd launch", "machines", "power"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(escape(r.prediction), r.kind, f"{r.assumed_ratio:.3f}" if r.assumed_ratio else "-",
+                      f"{r.sd_effect_machines:.4f}" if r.sd_effect_machines is not None else "not estimated",
+                      f"{r.sd_launch:.4f}" if r.sd_launch is not None else "-",
+                      str(r.machines) if r.machines else "-", f"{r.power:.2f}" if r.power else "-")
+    console.print(table)
+    for r in rows:
+        if r.note:
+            console.print(escape(f"  {r.prediction}: {r.note}"), highlight=False)
+    source = f"machine_sd={machine_sd} (assumed)" if machine_sd is not None else "the pilot's machine-level contrasts"
+    console.print(escape(f"machine-level noise from {source}; a verdict over m machines has m - 1 degrees of freedom "
+                         "(docs/statistics.md, Machines)"), highlight=False)
 
 
 def _duration(seconds: float | None) -> str:

@@ -313,7 +313,8 @@ def server_spec(
 def sim_args(backend: BackendSettings, h: Hypothesis, exp: Experiment, cond: design.Condition,
              log_path: Path, machine: str | None = None) -> list[str]:
     """The simulator's own `--sim-*` flags (its profile, clock and noise, and a machine-level effect drawn
-    from the launch's `machine` id when `machine_effect` is on); nothing for other backends."""
+    from the launch's `machine`, its label or else its id, when `machine_effect` is on); nothing for other
+    backends."""
     if not backend.simulated:
         return []
     args = [

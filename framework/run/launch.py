@@ -50,7 +50,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
         port = free_port(ctx.backend.host)
         log_path = ctx.run_dir / "logs" / f"{launch_id}.log"
         spec = server_spec(ctx.backend, ctx.experiment, h, cond, port=port, seed=planned.seed, log_path=log_path,
-                           machine=(ctx.machine or {}).get("id"))
+                           machine=(ctx.machine or {}).get("label") or (ctx.machine or {}).get("id"))
         base_url, argv = spec.base_url, spec.argv
         server = ServerProcess(spec).start()
         try:

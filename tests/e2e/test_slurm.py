@@ -107,3 +107,40 @@ def test_two_job_sweep_runs_as_a_slurm_job_array(slurm: None, tmp_path: Path) ->
     while (queue := left_in_queue()) and time.monotonic() < deadline:
         time.sleep(1)
     assert queue == "", queue
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+def test_one_design_spread_over_nodes_merges_into_one_record(slurm: None, tmp_path: Path) -> None:
+    """design.machines=2 with machine.slot=0,1 as a SLURM job array, then resume=[job0,job1]: one record whose
+    launch rows name the node each ran on. The local cluster has one node (localhost), so both jobs run on the
+    same machine: this checks the plumbing (each slot's blocks, the node as the machine's label, the merge,
+    audit) and that one node gives one machine id and "this machine", not that two nodes differ."""
+    ledger = tmp_path / "verdicts.jsonl"
+    sweep = tmp_path / "sweep"
+    common = ["hypothesis=eagle3_allreduce", f"ledger={ledger}", "design.launches=2", "design.sequential=false",
+              "design.requests=1", "design.warmup=0", "design.machines=2"]
+    proc = subprocess.run([sys.executable, "-m", "framework", "run", "-m", *common, "machine.slot=0,1",
+                           "hydra/launcher=slurm_local", f"hydra.sweep.dir={sweep}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=840)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    jobs = sorted(p.parent for p in sweep.glob("*/trials.jsonl"))
+    assert len(jobs) == 2
+    for slot, job in enumerate(jobs):
+        launches = [json.loads(line) for line in (job / "trials.jsonl").read_text().splitlines()
+                    if '"kind":"launch"' in line]
+        assert {r["block"] % 2 for r in launches} == {slot} and len(launches) == 4
+        assert all(r["machine"]["label"] for r in launches)  # SLURMD_NODENAME, set in every SLURM job
+    merged = tmp_path / "merged"
+    out = subprocess.run([sys.executable, "-m", "framework", "run", *common, f"resume=[{jobs[0]},{jobs[1]}]",
+                          f"hydra.run.dir={merged}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(line) for line in (merged / "trials.jsonl").read_text().splitlines()]
+    launches = [r for r in rows if r["kind"] == "launch"]
+    assert len(launches) == 8 and len({r["machine"]["id"] for r in launches}) == 1  # one node: one machine
+    record = [json.loads(line) for line in ledger.read_text().splitlines()][-1]
+    assert record["population"]["scope"] == "this machine" and record["population"]["design_machines"] == 2
+    assert "ran on 1" in record["population"]["note"]
+    audit = subprocess.run([sys.executable, "-m", "framework", "audit", f"ledger={ledger}"], cwd=REPO,
+                           capture_output=True, text=True, timeout=300)
+    assert audit.returncode == 0, audit.stdout[-3000:]
