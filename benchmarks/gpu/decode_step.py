@@ -10,6 +10,8 @@
   (warm-up, 5 x 100 replays, median), and a profile of the fused step's kernels at batch 1.
 - ``http``: the server (``python -m framework.servers.gpu``) over HTTP through the framework's own client,
   one token per event: decode tok/s per request at batch 1 and at concurrency 64.
+- ``all``: every stage above, each in its own process under its own time limit, then one table: the step at
+  batch 1 and 64, the roofline, HF's figure and the server over HTTP (with and without the overlap scheduler).
 - ``hf``: HF transformers' Llama at the same shape, random weights, static cache, ``torch.compile``
   (``generate`` with ``cache_implementation="static"``): ms per step from two lengths' difference.
 
@@ -79,9 +81,11 @@ def roofline() -> dict[str, Any]:
             "roofline_ms": read / (bw * 1e12) * 1e3}
 
 
-def _executor(fused: bool, mode: str, seed: int = 0) -> Executor:
+def _executor(fused: bool, mode: str, seed: int = 0, batch1_gemv: str = "split-k") -> Executor:
+    """As the server builds it (overlap on: the step's graph also feeds the next step's inputs)."""
     return Executor(SHAPE, seed=seed, group=TPGroup(device=torch.device("cuda")), dtype=torch.bfloat16,
-                    context=CONTEXT, max_rows=ROWS, fused=fused, compile_mode=mode)
+                    context=CONTEXT, max_rows=ROWS, fused=fused, compile_mode=mode, overlap=True,
+                    batch1_gemv=batch1_gemv)
 
 
 def _fill_cache(ex: Executor) -> None:
@@ -109,45 +113,123 @@ def stage_check(opts: argparse.Namespace) -> dict[str, Any]:
         got.copy_(decode_attention(q, kc, vc, lens))
         rel = ((got.double() - ref).norm() / ref.norm()).item()
         out["attention"].append({"batch": B, "rel_err_vs_float64": rel, "nan": bool(got.isnan().any())})
+    from framework.servers.gpu.gemv import gemv_accumulate_triton, gemv_partials_ref, gemv_partials_triton, plan_for
+
+    out["gemv"] = []
+    for name, n, k, swiglu in (("o", 2048, 2048, False), ("down", 2048, 8192, True)):
+        plan = plan_for(n, k)
+        assert plan is not None
+        w = (torch.randn(n, k, device="cuda", generator=g) * k ** -0.5).bfloat16()
+        x = torch.randn(1, 2 * k if swiglu else k, device="cuda", generator=g).bfloat16()
+        ref = gemv_partials_ref(x.double(), w.double(), plan.splits, swiglu).sum(0)
+        got = gemv_partials_triton(x, w, plan, swiglu).sum(0)
+        acc = torch.full((1, n), float("nan"), device="cuda")
+        acc.zero_()
+        gemv_accumulate_triton(x, w, plan, acc, swiglu)
+        out["gemv"].append({"proj": name, "plan": plan._asdict(), "nan": bool(got.isnan().any() or acc.isnan().any()),
+                            "rel_err_vs_float64": max(((t.double() - ref).norm() / ref.norm()).item()
+                                                      for t in (got, acc))})
     ref_ex, fused_ex = _executor(False, "none"), _executor(True, opts.mode)
-    prompts = [torch.randint(0, SHAPE.vocab_size, (n,), generator=torch.Generator().manual_seed(n)).tolist()
-               for n in (17, 128, 70, 3)]
+    # 64 rows (the server's first captured batch size, so this compile is the one the server reuses), lengths
+    # 1 .. 200, row 1 at 128
+    lengths = [17, 128, 70, 3, *torch.randint(1, 201, (ROWS - 4,), generator=torch.Generator().manual_seed(5)).tolist()]
+    prompts = [torch.randint(0, SHAPE.vocab_size, (n,), generator=torch.Generator().manual_seed(i)).tolist()
+               for i, n in enumerate(lengths)]
     with torch.inference_mode():
         for ex in (ref_ex, fused_ex):
             for row, ids in enumerate(prompts):
                 ex.prefill(row, ids)
-        tokens = torch.tensor([11, 22, 33, 44], device="cuda")
+        tokens = torch.randint(0, SHAPE.vocab_size, (ROWS,), generator=torch.Generator().manual_seed(9)).cuda()
         positions = torch.tensor([len(p) for p in prompts], device="cuda")
         want = ref_ex.target(tokens.unsqueeze(1), positions.unsqueeze(1), ref_ex.tcache)[:, -1].float()
         assert fused_ex.fused is not None
         got = fused_ex.fused.logits(tokens, positions, fused_ex.tcache).float()
-        kerr = max(((a[:4].float() - b[:4].float()).norm() / a[:4].float().norm()).item()
+        kerr = max(((a.float() - b.float()).norm() / a.float().norm()).item()
                    for a, b in zip(ref_ex.tcache.k, fused_ex.tcache.k, strict=True))
+        # batch 1 (the split-K GEMV path): row 1's next token alone, against the reference on a copy of its cache
+        assert fused_ex.fused.plans is not None
+        one_ref = ref_ex.target(tokens[1:2].unsqueeze(1), positions[1:2].unsqueeze(1), _row_cache(ref_ex, 1))
+        one = fused_ex.fused.logits(tokens[1:2], positions[1:2], _row_cache(fused_ex, 1)).float()
+        one_ref = one_ref[:, -1].float()
     out["step"] = {"rel_err_logits": ((got - want).norm() / want.norm()).item(),
-                   "same_argmax": (got.argmax(-1) == want.argmax(-1)).tolist(), "rel_err_k_cache": kerr,
-                   "compile_mode": opts.mode}
-    ok = all(a["rel_err_vs_float64"] < 2e-2 and not a["nan"] for a in out["attention"])
-    out["ok"] = ok and out["step"]["rel_err_logits"] < 5e-2
+                   "same_argmax": f"{int((got.argmax(-1) == want.argmax(-1)).sum())} of {ROWS}",
+                   "rel_err_k_cache": kerr,
+                   "compile_mode": opts.mode,
+                   "batch1_split_k_rel_err_logits": ((one - one_ref).norm() / one_ref.norm()).item(),
+                   "batch1_same_argmax": bool((one.argmax(-1) == one_ref.argmax(-1)).all())}
+    ok = all(a["rel_err_vs_float64"] < 2e-2 and not a["nan"] for a in out["attention"] + out["gemv"])
+    out["ok"] = ok and out["step"]["rel_err_logits"] < 5e-2 and out["step"]["batch1_split_k_rel_err_logits"] < 5e-2
     print(json.dumps(out, indent=1))
     return out
 
 
+def _row_cache(ex: Executor, row: int) -> Any:
+    """A one-row cache holding a copy of ``row`` of the executor's cache (the batch-1 step reads row 0)."""
+    from framework.servers.gpu.model import KVCache
+
+    return KVCache([k[row:row + 1].clone() for k in ex.tcache.k], [v[row:row + 1].clone() for v in ex.tcache.v])
+
+
+def _graph_us(fn: Any, calls: int = 40) -> float:
+    """Median us per call of ``fn`` replayed ``calls`` times inside one CUDA graph (no launch cost from Python)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for i in range(3):
+            fn(i)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for i in range(calls):
+            fn(i)
+    return _events_ms(graph.replay, reps=10) * 1e3 / calls
+
+
+def _gemv_bench() -> list[dict[str, Any]]:
+    """The batch-1 projections alone, each call on another of 8 weights (past the 60 MB L2), inside a CUDA graph:
+    the split-K kernel (atomic adds, as the server runs it) against cuBLAS (``x @ w.t()``); TB/s of weight read."""
+    from framework.servers.gpu.gemv import gemv_accumulate_triton, plan_for
+
+    rows = []
+    for name, n, k, swiglu in (("o", 2048, 2048, False), ("down", 2048, 8192, True), ("gate_up", 16384, 2048, False),
+                               ("qkv", 3072, 2048, False)):
+        plan = plan_for(n, k)
+        ws = [torch.randn(n, k, device="cuda").bfloat16() for _ in range(8)]
+        x = torch.randn(1, 2 * k if swiglu else k, device="cuda").bfloat16()
+        xin = x[:, :k].contiguous()
+        acc = torch.zeros(1, n, device="cuda")
+        kern = None
+        if plan is not None:
+            kern = _graph_us(lambda i, x=x, ws=ws, plan=plan, sw=swiglu, acc=acc: gemv_accumulate_triton(
+                x, ws[i % 8], plan, acc, sw))
+        blas = _graph_us(lambda i, xin=xin, ws=ws: xin @ ws[i % 8].t())
+        row = {"proj": name, "n": n, "k": k, "plan": plan._asdict() if plan else None, "split_k_us": kern,
+               "cublas_us": blas, "split_k_tb_s": kern and n * k * 2 / kern / 1e6,
+               "cublas_tb_s": n * k * 2 / blas / 1e6}
+        rows.append(row)
+        print("gemv", json.dumps(row), flush=True)
+    return rows
+
+
 def stage_step(opts: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {"roofline": roofline(), "paths": {}}
-    for name, fused, mode in (("reference", False, "none"), ("fused", True, opts.mode)):
-        ex = _executor(fused, mode)
+    out: dict[str, Any] = {"roofline": roofline(), "paths": {}, "gemv": _gemv_bench()}
+    paths = [("reference", False, "none", "split-k", BATCHES), ("fused", True, opts.mode, "split-k", BATCHES)]
+    # the same fused step with batch 1's O and down projections left inside the compiled pieces
+    paths.append(("fused_compiled_gemv", True, opts.mode, "compiled", (1,)))
+    for name, fused, mode, gemv, batches in paths:
+        ex = _executor(fused, mode, batch1_gemv=gemv)
         _fill_cache(ex)
         t0 = time.perf_counter()
-        ex.capture(list(BATCHES))
+        ex.capture(list(batches))
         took = time.perf_counter() - t0
-        res = {"capture_s": took}
-        for bs in BATCHES:
+        res: dict[str, Any] = {"capture_s": took}
+        for bs in batches:
             ex.pos[:bs] = POSITION
             graph = ex.graphs[bs][0]
             res[f"bs{bs}_ms"] = _events_ms(graph.replay)
         out["paths"][name] = res
         print(name, json.dumps(res), flush=True)
-        if fused:
+        if fused and gemv == "split-k":
             out["profile"] = _profile(ex)
         del ex
         torch.cuda.empty_cache()
@@ -156,8 +238,9 @@ def stage_step(opts: argparse.Namespace) -> dict[str, Any]:
           f"embedding's one row aside, at {r['copy_tb_s']:.2f} TB/s device copy)")
     print("| path | bs1 ms | % roofline | bs8 ms | bs64 ms | bs64 / bs1 |\n|---|---|---|---|---|---|")
     for name, p in out["paths"].items():
-        print(f"| {name} | {p['bs1_ms']:.3f} | {100 * r['roofline_ms'] / p['bs1_ms']:.1f} | {p['bs8_ms']:.3f} | "
-              f"{p['bs64_ms']:.3f} | {p['bs64_ms'] / p['bs1_ms']:.2f} |")
+        b1, b8, b64 = p["bs1_ms"], p.get("bs8_ms"), p.get("bs64_ms")
+        cols = ["" if v is None else f"{v:.3f}" for v in (b8, b64)] + ["" if b64 is None else f"{b64 / b1:.2f}"]
+        print(f"| {name} | {b1:.3f} | {100 * r['roofline_ms'] / b1:.1f} | " + " | ".join(cols) + " |")
     out["targets"] = {"bs1_le_1ms": f["bs1_ms"] <= 1.0, "bs64_within_2x": f["bs64_ms"] <= 2 * f["bs1_ms"]}
     print("targets", out["targets"])
     return out
@@ -196,7 +279,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def stage_http(opts: argparse.Namespace) -> dict[str, Any]:
+def _serve(opts: argparse.Namespace, tag: str, extra: list[str], loads: list[tuple[str, int, int]]
+           ) -> dict[str, Any]:
+    """One server (``extra`` flags), the framework's client over each load: (label, concurrency, requests)."""
     import requests
 
     from framework.core.workload import Workload
@@ -205,15 +290,15 @@ def stage_http(opts: argparse.Namespace) -> dict[str, Any]:
     port = _free_port()
     cmd = [sys.executable, "-m", "framework.servers.gpu", "--model-path", opts.model_path, "--context-length",
            str(CONTEXT), "--max-running-requests", str(ROWS), "--cuda-graph-max-bs", str(ROWS), "--port", str(port),
-           "--random-seed", "0", "--torch-compile-mode", opts.mode, *opts.server_args]
-    log = open(Path(opts.out) / "http_server.log", "w")
+           "--random-seed", "0", "--torch-compile-mode", opts.mode, *opts.server_args, *extra]
+    log = open(Path(opts.out) / f"http_server_{tag}.log", "w")
     t0 = time.perf_counter()
     server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
     out: dict[str, Any] = {"cmd": cmd}
     try:
         while True:
             if server.poll() is not None:
-                raise RuntimeError(f"server exited {server.returncode}; see http_server.log")
+                raise RuntimeError(f"server exited {server.returncode}; see http_server_{tag}.log")
             try:
                 if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
                     break
@@ -222,22 +307,32 @@ def stage_http(opts: argparse.Namespace) -> dict[str, Any]:
             time.sleep(0.5)
         out["ready_s"] = time.perf_counter() - t0
         out["server_info"] = requests.get(f"http://127.0.0.1:{port}/get_server_info", timeout=5).json()
-        for label, conc, n in (("batch1", 1, 24), ("conc64", 64, 128)):
+        for label, conc, n in loads:
             rows: list[dict[str, Any]] = []
             wl = Workload(prompt_tokens=128, output_tokens=64, concurrency=conc, temperature=0.0, ignore_eos=True,
                           request_timeout_s=120)
             run_workload(f"http://127.0.0.1:{port}", wl, requests_n=n, warmup=4 if conc == 1 else 64, seed=7,
                          on_row=lambda i, unanalysed, row, kept=rows: None if unanalysed else kept.append(row))
-            rates = [r["decode_tok_s"] for r in rows if r.get("decode_tok_s")]
+            rates = sorted(r["decode_tok_s"] for r in rows if r.get("decode_tok_s"))
             out[label] = {"requests": len(rates), "median_decode_tok_s": statistics.median(rates),
-                          "mean_decode_tok_s": statistics.fmean(rates), "ms_per_token": 1e3 / statistics.median(rates)}
-            print(label, json.dumps(out[label]), flush=True)
+                          "mean_decode_tok_s": statistics.fmean(rates), "min_decode_tok_s": rates[0],
+                          "max_decode_tok_s": rates[-1], "ms_per_token": 1e3 / statistics.median(rates)}
+            print(tag, label, json.dumps(out[label]), flush=True)
     finally:
         server.terminate()
         try:
             server.wait(10)
         except subprocess.TimeoutExpired:
             server.kill()
+    return out
+
+
+def stage_http(opts: argparse.Namespace) -> dict[str, Any]:
+    """The server as the records run it (overlap on), then with ``--disable-overlap-schedule`` at batch 1."""
+    out: dict[str, Any] = {"overlap": _serve(opts, "overlap", [], [("batch1", 1, 24), ("conc64", 64, 128)])}
+    if not opts.quick:
+        out["no_overlap"] = _serve(opts, "no_overlap", ["--disable-overlap-schedule"], [("batch1", 1, 24)])
+    out["batch1"], out["conc64"] = out["overlap"]["batch1"], out["overlap"]["conc64"]
     out["target_800"] = out["batch1"]["median_decode_tok_s"] >= 800
     print("over HTTP, batch 1:", f"{out['batch1']['median_decode_tok_s']:.0f} tok/s per request", out["target_800"])
     return out
@@ -255,7 +350,7 @@ def stage_hf(opts: argparse.Namespace) -> dict[str, Any]:
     torch.manual_seed(0)
     model = LlamaForCausalLM(cfg).to("cuda", torch.bfloat16).eval()
     out: dict[str, Any] = {"transformers": __import__("transformers").__version__}
-    for bs in (1, 64):
+    for bs in opts.hf_batches:
         ids = torch.randint(0, s.vocab_size, (bs, 128), device="cuda")
 
         def gen(n: int, ids: torch.Tensor = ids) -> float:
@@ -277,16 +372,81 @@ def stage_hf(opts: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+STAGES = ("check", "step", "http", "hf")
+
+
+def stage_all(opts: argparse.Namespace) -> dict[str, Any]:
+    """Every stage in its own process (its own GPU memory and compile state), each under its time limit, then
+    one table of the figures issue 26 asks for."""
+    limits = dict(zip(STAGES, opts.stage_timeouts, strict=True))
+    argv = ["--out", opts.out, "--mode", opts.mode, "--model-path", opts.model_path,
+            "--hf-batches", *map(str, opts.hf_batches), *(["--quick"] if opts.quick else [])]
+    if opts.server_args:
+        argv += ["--server-args", *opts.server_args]
+    rc: dict[str, Any] = {}
+    for stage in opts.stages:
+        t0 = time.perf_counter()
+        with open(Path(opts.out) / f"{stage}.log", "w") as log:
+            try:
+                rc[stage] = subprocess.run([sys.executable, __file__, stage, *argv], stdout=log,
+                                           stderr=subprocess.STDOUT, timeout=limits[stage]).returncode
+            except subprocess.TimeoutExpired:
+                rc[stage] = f"killed after {limits[stage]} s"
+        print(f"stage {stage}: rc={rc[stage]} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    files = {s: Path(opts.out, f"{s}.json") for s in STAGES}
+    res = {s: json.loads(f.read_text()) for s, f in files.items() if f.exists()}
+    _summary(res)
+    return {"rc": rc}
+
+
+def _summary(res: dict[str, Any]) -> None:
+    def f(x: Any, fmt: str = ".3f") -> str:
+        return "-" if x is None else format(x, fmt)
+
+    step, http, hf, check = res.get("step", {}), res.get("http", {}), res.get("hf", {}), res.get("check", {})
+    roof = step.get("roofline", {}).get("roofline_ms")
+    print("\n## decode_step.py all: Llama-1B shape, bf16, one GPU")
+    print(f"device check ok: {check.get('ok')}")
+    if roof:
+        print(f"roofline {roof:.3f} ms ({step['roofline']['weight_bytes'] / 1e9:.2f} GB at "
+              f"{step['roofline']['copy_tb_s']:.2f} TB/s device copy)")
+    print("| implementation | batch 1 ms/step | % of roofline | batch 64 ms/step | bs64 / bs1 |\n|---|---|---|---|---|")
+    for name, p in step.get("paths", {}).items():
+        b1, b64 = p.get("bs1_ms"), p.get("bs64_ms")
+        print(f"| {name}, CUDA graph | {f(b1)} | {f(roof and b1 and 100 * roof / b1, '.1f')} | {f(b64)} | "
+              f"{f(b64 and b64 / b1, '.2f')} |")
+    b1, b64 = hf.get("bs1_ms"), hf.get("bs64_ms")
+    print(f"| HF transformers, static cache, torch.compile (generate) | {f(b1)} | "
+          f"{f(roof and b1 and 100 * roof / b1, '.1f')} | {f(b64)} | {f(b1 and b64 and b64 / b1, '.2f')} |")
+    print("\n| over HTTP (framework client, one token per event) | tok/s per request (median) | ms/token |"
+          "\n|---|---|---|")
+    for tag, label in (("overlap", "batch1"), ("no_overlap", "batch1"), ("overlap", "conc64")):
+        r = http.get(tag, {}).get(label)
+        if r:
+            print(f"| {tag}, {label} ({r['requests']} requests) | {r['median_decode_tok_s']:.0f} | "
+                  f"{r['ms_per_token']:.3f} |")
+    fused = step.get("paths", {}).get("fused", {})
+    b1 = http.get("batch1", {}).get("median_decode_tok_s")
+    print("targets: step <= 1.0 ms:", fused.get("bs1_ms") is not None and fused["bs1_ms"] <= 1.0,
+          "| bs64 within 2x:", bool(fused.get("bs64_ms")) and fused["bs64_ms"] <= 2 * fused["bs1_ms"],
+          "| >= 800 tok/s over HTTP:", b1 is not None and b1 >= 800)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(prog="python benchmarks/gpu/decode_step.py")
-    p.add_argument("stage", choices=("check", "step", "http", "hf"))
+    p.add_argument("stage", choices=(*STAGES, "all"))
     p.add_argument("--out", required=True)
     p.add_argument("--mode", default="max-autotune-no-cudagraphs", help="torch.compile mode of the fused pieces")
     p.add_argument("--model-path", default="llama-1b", help="http: the server's model (tiny runs on a CPU)")
     p.add_argument("--server-args", nargs="*", default=[])
+    p.add_argument("--hf-batches", nargs="*", type=int, default=[1, 64])
+    p.add_argument("--quick", action="store_true", help="http: leave out the batch-1 run without overlap")
+    p.add_argument("--stages", nargs="*", choices=STAGES, default=list(STAGES), help="all: the stages to run")
+    p.add_argument("--stage-timeouts", nargs=4, type=int, default=[300, 240, 150, 150], metavar="S",
+                   help="all: seconds for check, step, http, hf")
     opts = p.parse_args()
     Path(opts.out).mkdir(parents=True, exist_ok=True)
-    fn = {"check": stage_check, "step": stage_step, "http": stage_http, "hf": stage_hf}[opts.stage]
+    fn = {"check": stage_check, "step": stage_step, "http": stage_http, "hf": stage_hf, "all": stage_all}[opts.stage]
     res = fn(opts)
     res["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     Path(opts.out, f"{opts.stage}.json").write_text(json.dumps(res, indent=1, default=str))

@@ -15,6 +15,15 @@
 #          resume  - resume NAME FROM: finish an interrupted run of NAME from RESULTS/runs/FROM
 #          tp2_dry - the issue-14 hypothesis at TP2, a dry run into RESULTS/tp2_dry_run (2 GPUs)
 #          tp8     - gpu_eagle_allreduce_tp8 (8 GPUs); tp4: gpu_eagle_allreduce_tp4 (4 GPUs)
+#          machineA, machineB - issue 26: gpu_cuda_graphs and gpu_aa over two machines used one after the
+#                    other (design.machines: 2), merged by resume into one record each, plus the decode
+#                    benchmark. machineA: the device check, step and HTTP stages (cold compile), then slot 1 of
+#                    gpu_cuda_graphs and slot 0 of gpu_aa into run directories whose partial verdicts go to a
+#                    scratch ledger and are deleted. machineB (RESULTS holding machineA's run directories):
+#                    the other slots with resume= into the same directories, their verdicts into RESULTS's
+#                    ledger (allow_amend: the design now says machines: 2), then decode_step.py all.
+#          bench   - decode_step.py all (check, step, http without the no-overlap run, hf at batch 1) in one
+#                    run into RESULTS/decode/COMMIT_bench (STAGE_S="check step http hf" seconds each)
 #          decode  - benchmarks/gpu/decode_step.py: device check of the fused path, the step against the
 #                    roofline, over HTTP, HF's torch.compile (1 GPU); STAGES="check step" picks some
 #
@@ -37,6 +46,7 @@ describe() {  # the machine as this stage found it
   {
     echo "# $tag: $(date -u +%FT%TZ)"
     nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.limit,temperature.gpu,persistence_mode --format=csv
+    nvidia-smi -L
     nvidia-smi topo -m 2>&1 | head -12
     python3 -c 'import torch, platform; print("python", platform.python_version(), "torch", torch.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())), "gpus", torch.cuda.device_count())'
     env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS|CUDA_VISIBLE_DEVICES)='
@@ -112,6 +122,48 @@ case "$STAGE" in
   tp4|tp8)
     describe "$STAGE"
     run "gpu_eagle_allreduce_$STAGE" "runs/gpu_eagle_allreduce_$STAGE"
+    ;;
+  machineA|machineB)
+    export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor} TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/inductor/triton}
+    describe "$STAGE"
+    DEC=$RESULTS/decode/$(git rev-parse --short HEAD)_$STAGE
+    mkdir -p "$DEC"
+    git log --oneline -1 | tee "$DEC/commit.txt"
+    cp "$RESULTS/env/$STAGE.txt" "$DEC/decode.txt"
+    if [ "$STAGE" = machineA ]; then
+      python3 benchmarks/gpu/decode_step.py all --out "$DEC" --stages check step http --quick \
+        --stage-timeouts "${CHECK_S:-260}" "${STEP_S:-150}" "${HTTP_S:-120}" 0 | tee "$DEC/all.txt"
+      python3 -c "import json,sys; sys.exit(0 if json.load(open('$DEC/check.json'))['ok'] else 1)" \
+        || { echo "device check failed: no records"; exit 1; }
+      LEDGER=/tmp/scratch_verdicts.jsonl  # partial verdicts of one machine: not kept
+      python3 -m framework run hypothesis=gpu_cuda_graphs backend=gpu ledger="$LEDGER" progress=false \
+        hydra.run.dir="$RESULTS/runs/gpu_cuda_graphs_2m" backend.ready_timeout_s="${READY_TIMEOUT:-400}" \
+        machine.slot=1 > "$RESULTS/env/machineA_graphs.out" 2>&1; echo "gpu_cuda_graphs slot 1 rc=$?"
+      python3 -m framework run hypothesis=gpu_aa backend=gpu ledger="$LEDGER" progress=false \
+        hydra.run.dir="$RESULTS/runs/gpu_aa_2m" backend.ready_timeout_s="${READY_TIMEOUT:-400}" \
+        machine.slot=0 > "$RESULTS/env/machineA_aa.out" 2>&1; echo "gpu_aa slot 0 rc=$?"
+      for d in gpu_cuda_graphs_2m gpu_aa_2m; do  # only the trials stay: the record is made on machine B
+        rm -rf "$RESULTS/runs/$d/verdict.json" "$RESULTS/runs/$d/summary.md" "$RESULTS/runs/$d/report"*
+      done
+    else
+      for spec in "gpu_cuda_graphs 0" "gpu_aa 1"; do
+        set -- $spec
+        run "$1" "runs/$1_2m" machine.slot="$2" resume="$RESULTS/runs/$1_2m" allow_amend=true \
+          > "$RESULTS/env/machineB_$1.out" 2>&1; echo "$1 slot $2 rc=$?"; tail -n 22 "$RESULTS/env/machineB_$1.out"
+      done
+      python3 benchmarks/gpu/decode_step.py all --out "$DEC" --stages step http hf --hf-batches ${HF_BATCHES:-1} \
+        --stage-timeouts 0 "${STEP_S:-150}" "${HTTP_S:-120}" "${HF_S:-150}" | tee "$DEC/all.txt"
+    fi
+    ;;
+  bench)
+    export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor} TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/inductor/triton}
+    describe bench
+    DEC=$RESULTS/decode/$(git rev-parse --short HEAD)_bench
+    mkdir -p "$DEC"
+    git log --oneline -1 | tee "$DEC/commit.txt"
+    cp "$RESULTS/env/bench.txt" "$DEC/decode.txt"
+    python3 benchmarks/gpu/decode_step.py all --out "$DEC" --quick --hf-batches ${HF_BATCHES:-1} \
+      --stage-timeouts ${STAGE_S:-90 120 80 140} | tee "$DEC/all.txt"
     ;;
   decode)
     describe decode

@@ -94,7 +94,8 @@ def build_executor(args: GpuServerArgs, rank: int, seed: int) -> Executor:
     k = spec.num_draft_tokens if spec else 0
     ex = Executor(shape, seed=seed, group=group, dtype=dtype, context=args.context_length,
                   max_rows=args.max_running_requests, draft_tokens=k, fused=fused_decode(args, device),
-                  compile_mode=args.torch_compile_mode)
+                  compile_mode=args.torch_compile_mode, overlap=not args.disable_overlap_schedule,
+                  batch1_gemv=args.batch1_gemv)
     log.info(f"Load weight end. shape={shape.name} params={shape.params() / 1e9:.2f}B dtype={dtype} "
              f"draft={'1 layer' if k else 'none'} ({time.perf_counter() - t0:.1f} s)")
     if args.enable_torch_symm_mem:
@@ -148,6 +149,9 @@ def backend_info(args: GpuServerArgs, spec: SpecConfig | None, device: torch.dev
             "cuda_graphs": device.type == "cuda" and not args.disable_cuda_graph,
             "decode_path": "fused" if fused_decode(args, device.type) else "reference",
             "torch_compile_mode": args.torch_compile_mode if fused_decode(args, device.type) else None,
+            "batch1_gemv": args.batch1_gemv if fused_decode(args, device.type) else None,
+            "overlap_schedule": (not args.disable_overlap_schedule and args.tp_size == 1
+                                 and args.speculative_algorithm is None),
             "speculative_acceptance": "declared" if spec else None,
             "speculative_accept_rate": spec.accept_rate if spec else None,
             "draft_model": f"{shape.name}-draft (1 layer)" if spec else None,
@@ -220,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         return Driver(build_executor(args, 0, seed), args.context_length)
 
     engine = GpuEngine(vocab=shape.vocab_size, context=args.context_length, max_rows=args.max_running_requests,
-                       seed=seed, spec=spec, load=load, on_ready=lambda: None, on_fail=lambda exc: None)
+                       seed=seed, spec=spec, load=load, on_ready=lambda: None, on_fail=lambda exc: None,
+                       prefill_tokens=args.chunked_prefill_size)
     metrics = Metrics({"model_name": args.served_model_name or args.model_path}) if args.enable_metrics else None
     state = ServerState(args=args, engine=engine, seed=seed, backend_info=backend_info(args, spec, device),
                         metrics=metrics)

@@ -21,6 +21,7 @@ class GpuServerArgs(SglangLaunchArgs):
     speculative_num_draft_tokens: int | None = Field(None, ge=2)
     cuda_graph_max_bs: int | None = Field(None, ge=1)
     disable_cuda_graph: bool = False
+    disable_overlap_schedule: bool = False
     context_length: int = Field(1024, ge=16)
     max_running_requests: int = Field(64, ge=1)
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
@@ -32,7 +33,9 @@ class GpuServerArgs(SglangLaunchArgs):
     api_key: str | None = None
     served_model_name: str | None = None
     speculative_accept_rate: float = Field(0.7, ge=0, le=1)
+    chunked_prefill_size: int = Field(4096, ge=1)
     decode_path: Literal["fused", "reference"] = "fused"
+    batch1_gemv: Literal["split-k", "compiled"] = "compiled"
     torch_compile_mode: Literal["max-autotune-no-cudagraphs", "default", "none"] = "max-autotune-no-cudagraphs"
     worker_rank: int = Field(0, ge=0)
     dist_init_method: str | None = None
@@ -64,7 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speculative-eagle-topk", type=int)
     p.add_argument("--speculative-num-draft-tokens", type=int)
     p.add_argument("--cuda-graph-max-bs", type=int)
+    p.add_argument("--chunked-prefill-size", type=int, help="padded prompt tokens per prefill forward (default "
+                   "4096); prompts are batched whole, not split into chunks")
     p.add_argument("--disable-cuda-graph", action="store_true")
+    p.add_argument("--disable-overlap-schedule", action="store_true",
+                   help="read each decode step's tokens back before launching the next (TP1 without speculation "
+                        "overlaps them by default; TP > 1 and speculation never do)")
     p.add_argument("--context-length", type=int)
     p.add_argument("--max-running-requests", type=int)
     p.add_argument("--dtype", choices=("auto", "bfloat16", "float16", "float32"))
@@ -86,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "speculation, and on the CPU)")
     own.add_argument("--torch-compile-mode", choices=("max-autotune-no-cudagraphs", "default", "none"),
                      help="how the fused pieces are compiled (default max-autotune-no-cudagraphs)")
+    own.add_argument("--batch1-gemv", choices=("split-k", "compiled"),
+                     help="the fused path's O and down projections at batch 1: compiled (default): inside the "
+                          "torch.compile pieces; split-k: a split-K GEMV kernel (measured slower on an H200)")
     own.add_argument("--worker-rank", type=int, help=argparse.SUPPRESS)
     own.add_argument("--dist-init-method", help=argparse.SUPPRESS)
     return p

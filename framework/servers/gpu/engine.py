@@ -1,10 +1,17 @@
 """The GPU server's scheduler (rank 0's engine thread) and the command loop of ranks 1..tp-1.
 
-Continuous batching in SGLang's default shape, simplified: arrived requests are prefilled one after
-another (each into the next free cache row), then one decode or speculative step serves every running
+Continuous batching in SGLang's default shape, simplified: arrived requests are prefilled together, in
+padded forwards of at most ``--chunked-prefill-size`` tokens (whole prompts: a prompt is not split), into the
+next free cache rows, then one decode or speculative step serves every running
 request; finished requests leave and the last row moves into the hole, so the batch stays compact.
 Rank 0 broadcasts each step as a small int64 command over gloo, so every rank runs the same steps with
 the same inputs (the tokens of rank 0).
+
+Overlap (SGLang's overlap scheduler, TP1 without speculation, on unless ``--disable-overlap-schedule``): while
+the batch stays the same, step N+1 is launched from the tokens step N left on the device before step N's tokens
+are read back and streamed, so the host's work per step (emitting, the event loop) runs beside the device's. A
+change of the batch (a request finished or aborted, a waiting one joins) first waits for the step in flight. A
+request that ends at step N has one more token computed in step N+1, which is dropped.
 
 Speculative acceptance: random weights make the draft and target disagree, so how many draft tokens a
 verify pass accepts is a seeded draw: each draft token in turn is accepted with the declared
@@ -28,7 +35,7 @@ import numpy as np
 import torch
 
 from framework.servers.api.request import Chunk, SimRequest, append_token
-from framework.servers.gpu.executor import Executor
+from framework.servers.gpu.executor import Executor, Launched
 
 log = logging.getLogger("framework.servers.gpu")
 
@@ -67,6 +74,26 @@ class Driver:
     def step(self, tokens: list[int], positions: list[int]) -> list[list[int]]:
         self._send(STEP, len(tokens), 0, tokens + positions)
         return self.ex.step(tokens, positions)
+
+    def prefill_many(self, row0: int, prompts: list[list[int]]) -> list[int]:
+        """One padded forward at TP1; at TP > 1 one prefill command per prompt (the command buffer holds one)."""
+        if self.group.size == 1:
+            return self.ex.prefill_many(row0, prompts)
+        return [self.prefill(row0 + i, ids) for i, ids in enumerate(prompts)]
+
+    @property
+    def overlap(self) -> bool:
+        """Whether decode steps can feed themselves on the device (the executor says: TP1, no speculation)."""
+        return self.ex.overlap
+
+    def set_batch(self, tokens: list[int], positions: list[int]) -> None:
+        self.ex.set_batch(tokens, positions)
+
+    def launch(self, rows: int) -> Launched:
+        return self.ex.launch(rows)
+
+    def collect(self, step: Launched) -> list[int]:
+        return self.ex.collect(step)
 
     def move_row(self, src: int, dst: int) -> None:
         self._send(MOVE, src, dst, [])
@@ -107,10 +134,11 @@ class GpuEngine:
     """Rank 0's engine behind the shared HTTP layer (``framework.servers.api.server.ServingEngine``)."""
 
     def __init__(self, *, vocab: int, context: int, max_rows: int, seed: int, spec: SpecConfig | None,
-                 load: Callable[[], Driver], on_ready: Callable[[], None], on_fail: Callable[[BaseException], None]
-                 ) -> None:
+                 load: Callable[[], Driver], on_ready: Callable[[], None], on_fail: Callable[[BaseException], None],
+                 prefill_tokens: int = 4096) -> None:
         self.vocab, self.context, self.max_rows, self.seed, self.spec = vocab, context, max_rows, seed, spec
         self._load, self._on_ready, self._on_fail = load, on_ready, on_fail
+        self.prefill_tokens = prefill_tokens  # padded prompt tokens per prefill forward
         self.driver: Driver | None = None
         self._cond = threading.Condition()
         self._inbox: deque[SimRequest] = deque()
@@ -123,6 +151,10 @@ class GpuEngine:
         self.last_gen_throughput = 0.0
         self._accept_hist: deque[float] = deque(maxlen=64)
         self.steps = 0
+        # the overlap scheduler (TP1 without speculation; the driver says): the step on the device and its batch
+        self.overlap = False
+        self._inflight: tuple[Any, list[_Live]] | None = None
+        self._last_take: float | None = None
         self._thread = threading.Thread(target=self._run, name="gpu-engine", daemon=True)
 
     # ----------------------------------------------------------------- any thread
@@ -159,6 +191,7 @@ class GpuEngine:
     def _run(self) -> None:
         try:
             self.driver = self._load()
+            self.overlap = self.spec is None and self.driver.overlap
         except BaseException as exc:  # noqa: BLE001 - reported, then the server exits 1
             log.exception("start-up failed")
             self._on_fail(exc)
@@ -200,20 +233,75 @@ class GpuEngine:
                     self.num_running = self.num_waiting = 0
                     self._cond.wait()
                     continue
+            if self._inflight is not None:
+                if not self._batch_changes():
+                    self._decode_overlapped()  # step N+1 goes to the device, then step N's tokens stream
+                    continue
+                self._settle()  # the batch is about to change: the step in flight first
             self._drop([i for i, live in enumerate(self._running) if live.req.aborted])
             while self._waiting and len(self._running) < self.max_rows:
-                req = self._waiting.pop(0)
-                ids = self._prompt(req)
-                row = len(self._running)
-                first = self.driver.prefill(row, ids)
-                live = _Live(req, np.random.default_rng([self.seed, req.seed]), pos=len(ids), last=first)
-                self._running.append(live)
-                self._emit(live, [first])
+                batch: list[tuple[SimRequest, list[int]]] = []
+                while self._waiting and len(self._running) + len(batch) < self.max_rows:
+                    ids = self._prompt(self._waiting[0])
+                    longest = max([len(i) for _, i in batch] + [len(ids)])
+                    if batch and longest * (len(batch) + 1) > self.prefill_tokens:
+                        break
+                    batch.append((self._waiting.pop(0), ids))
+                firsts = self.driver.prefill_many(len(self._running), [ids for _, ids in batch])
+                for (req, ids), first in zip(batch, firsts, strict=True):
+                    live = _Live(req, np.random.default_rng([self.seed, req.seed]), pos=len(ids), last=first)
+                    self._running.append(live)
+                    self._emit(live, [first])
             self.num_waiting = len(self._waiting)
             self.num_running = len(self._running)
             self._drop([i for i, live in enumerate(self._running) if live.req.finished])
-            if self._running:
+            if self._running and self.overlap:
+                self.driver.set_batch([live.last for live in self._running], [live.pos for live in self._running])
+                self._decode_overlapped()
+            elif self._running:
                 self._decode()
+
+    # ----------------------------------------------------------------- overlapped decode (TP1, no speculation)
+
+    def _batch_changes(self) -> bool:
+        """Whether the running batch must change before the next step: a request finished or was aborted, or a
+        waiting one can join."""
+        return (bool(self._waiting) and len(self._running) < self.max_rows) or any(
+            live.req.finished or live.req.aborted for live in self._running)
+
+    def _decode_overlapped(self) -> None:
+        """Launch the next step from the inputs the last one left on the device, then stream the last one."""
+        assert self.driver is not None
+        launched = self.driver.launch(len(self._running))
+        previous, self._inflight = self._inflight, (launched, list(self._running))
+        if previous is not None:
+            self._take(*previous)
+
+    def _settle(self) -> None:
+        """Wait for the step in flight and stream it; the host's state is then the device's."""
+        assert self._inflight is not None
+        previous, self._inflight = self._inflight, None
+        self._take(*previous)
+
+    def _take(self, launched: Any, lives: list[_Live]) -> None:
+        assert self.driver is not None
+        t0 = time.perf_counter()
+        tokens = self.driver.collect(launched)
+        emitted = 0
+        for live, tok in zip(lives, tokens, strict=True):
+            if live.req.finished or live.req.aborted:
+                continue  # a step launched before its request ended: the row's extra token is dropped
+            live.pos += 1
+            live.last = tok
+            emitted += self._emit(live, [tok])
+        self.steps += 1
+        now = time.perf_counter()
+        dt = now - (self._last_take or t0)
+        self._last_take = now
+        if dt > 0:
+            self.last_gen_throughput = emitted / dt
+
+    # ----------------------------------------------------------------- one step at a time
 
     def _decode(self) -> None:
         assert self.driver is not None

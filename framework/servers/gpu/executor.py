@@ -8,6 +8,12 @@ SGLang, graphs cover decode and the speculative step, not prefill.
 With ``fused`` (TP1 decode without speculation) the decode step runs through :class:`FusedDecoder`:
 compiled per-layer pieces and a length-aware attention kernel, the same function as the reference forward.
 
+With ``overlap`` (TP1 decode without speculation, SGLang's overlap scheduler) a decode step feeds itself on the
+device: its last kernels write its greedy tokens into the next step's input and advance each live row's position,
+so the engine launches step N+1 (:meth:`launch`) before it reads step N's tokens (:meth:`collect`) and streams
+them while the device runs. Each step's tokens come back in one copy into one of two pinned buffers, waited for on
+an event that releases the GIL. The host writes the inputs (:meth:`set_batch`) only when the batch changes.
+
 The speculative step is EAGLE's chain (topk 1): the draft model proposes ``k - 1`` tokens one at a
 time, then the target scores the last accepted token and the ``k - 1`` drafts in one verify pass of
 ``k`` tokens. Greedy argmax on real logits everywhere.
@@ -17,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -37,10 +43,18 @@ def graph_batch_sizes(max_bs: int) -> list[int]:
     return sorted(set(sizes))
 
 
+class Launched(NamedTuple):
+    """A decode step on its way: which pinned buffer its tokens land in, and how many rows are real."""
+
+    slot: int
+    rows: int
+
+
 class Executor:
     def __init__(self, shape: Shape, *, seed: int, group: TPGroup, dtype: torch.dtype, context: int,
                  max_rows: int, draft_tokens: int = 0, fused: bool = False,
-                 compile_mode: str = "max-autotune-no-cudagraphs") -> None:
+                 compile_mode: str = "max-autotune-no-cudagraphs", overlap: bool = False,
+                 batch1_gemv: str = "compiled") -> None:
         self.group, self.device, self.k = group, group.device, draft_tokens
         self.target = Llama(shape, seed=seed, tp_rank=group.rank, tp_size=group.size, device=self.device,
                             dtype=dtype, all_reduce=group.all_reduce, context=context)
@@ -53,12 +67,20 @@ class Executor:
         width = max(1, draft_tokens)
         self.tok = torch.zeros((max_rows, width), dtype=torch.long, device=self.device)
         self.pos = torch.zeros((max_rows, 1), dtype=torch.long, device=self.device)
+        # overlap: a step writes its tokens into ``tok`` and adds ``live`` (1 for a request's row, 0 for padding)
+        # to ``pos``, so the next step needs nothing from the host while the batch stays the same
+        self.overlap = overlap and not draft_tokens and group.size == 1
+        self.live = torch.zeros((max_rows, 1), dtype=torch.long, device=self.device)
+        cuda = self.device.type == "cuda"
+        self._ring = [torch.zeros(max_rows, dtype=torch.long, pin_memory=cuda) for _ in range(2)]
+        self._ring_done = [torch.cuda.Event() for _ in range(2)] if cuda else []
+        self._slot = 0
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, tuple[torch.Tensor, ...]]] = {}
         self.fused: FusedDecoder | None = None
         self._pinned: dict[tuple[int, torch.Size], torch.Tensor] = {}
         self._done = torch.cuda.Event() if self.device.type == "cuda" else None
         if fused and not draft_tokens and group.size == 1:
-            self.fused = FusedDecoder(self.target, compile_mode)
+            self.fused = FusedDecoder(self.target, compile_mode, batch1_gemv)
 
     # ----------------------------------------------------------------- the steps
 
@@ -72,11 +94,34 @@ class Executor:
             self.draft(tokens, positions, self.dcache, row0=row, last_only=True)
         return int(logits[0, -1].argmax())
 
+    @torch.inference_mode()
+    def prefill_many(self, row0: int, prompts: list[list[int]]) -> list[int]:
+        """Prompts into cache rows ``row0 ..`` in one padded forward; each row's first generated token.
+
+        Padding continues each shorter row's positions, so it writes cache slots past that row's prompt,
+        which its first decode step overwrites before anything attends to them (every read stops at the
+        reader's own position)."""
+        B, T = len(prompts), max(len(p) for p in prompts)
+        tokens = torch.zeros((B, T), dtype=torch.long)
+        for i, ids in enumerate(prompts):
+            tokens[i, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+        tokens = tokens.to(self.device)
+        positions = torch.arange(T, device=self.device).unsqueeze(0).expand(B, T)
+        take = torch.tensor([len(p) - 1 for p in prompts], device=self.device)
+        logits = self.target(tokens, positions, self.tcache, row0=row0, take=take)
+        if self.draft is not None:
+            self.draft(tokens, positions, self.dcache, row0=row0, take=take)
+        return logits[:, 0].argmax(-1).tolist()
+
     def _decode_fn(self, bs: int) -> tuple[torch.Tensor, ...]:
         if self.fused is not None:
-            return (self.fused.step(self.tok[:bs, 0], self.pos[:bs, 0], self.tcache),)
-        logits = self.target(self.tok[:bs, :1], self.pos[:bs], self.tcache)
-        return (logits[:, -1].argmax(-1),)
+            nxt = self.fused.step(self.tok[:bs, 0], self.pos[:bs, 0], self.tcache)
+        else:
+            nxt = self.target(self.tok[:bs, :1], self.pos[:bs], self.tcache)[:, -1].argmax(-1)
+        if self.overlap:  # the next step's inputs, on the device (inside the graph when there is one)
+            self.tok[:bs, 0].copy_(nxt)
+            self.pos[:bs].add_(self.live[:bs])
+        return (nxt,)
 
     def _spec_fn(self, bs: int) -> tuple[torch.Tensor, ...]:
         assert self.draft is not None
@@ -113,6 +158,43 @@ class Executor:
         if not self.k:
             return [[t] for t in host[0]]
         return [d + v for d, v in zip(host[0], host[1], strict=False)]
+
+    # ----------------------------------------------------------------- overlapped decode (TP1, no speculation)
+
+    @torch.inference_mode()
+    def set_batch(self, tokens: list[int], positions: list[int]) -> None:
+        """The running batch's newest tokens and positions onto the device, once per change of the batch."""
+        B = len(tokens)
+        host = torch.tensor([tokens, positions], dtype=torch.long).to(self.device)  # one copy
+        self.pos.zero_()  # padding rows stay at position 0 (a free cache row; nothing reads what they write)
+        self.live.zero_()
+        self.tok[:B, 0] = host[0]
+        self.pos[:B, 0] = host[1]
+        self.live[:B] = 1
+
+    @torch.inference_mode()
+    def launch(self, B: int) -> Launched:
+        """Queue one decode step of the first ``B`` rows from the inputs on the device; returns at once on CUDA."""
+        if not self.overlap:
+            raise RuntimeError("launch() is the overlapped decode: TP1 without speculation, overlap on")
+        bs = next((b for b in sorted(self.graphs) if b >= B), None)
+        if bs is not None:
+            graph, outs = self.graphs[bs]
+            graph.replay()
+        else:
+            outs = self._decode_fn(B)
+        slot = self._slot
+        self._slot ^= 1
+        self._ring[slot][:B].copy_(outs[0][:B], non_blocking=True)
+        if self._ring_done:
+            self._ring_done[slot].record()
+        return Launched(slot, B)
+
+    def collect(self, step: Launched) -> list[int]:
+        """The tokens of a launched step (waits for it; the wait releases the GIL)."""
+        if self._ring_done:
+            self._ring_done[step.slot].synchronize()
+        return self._ring[step.slot][:step.rows].tolist()
 
     def _to_host(self, outs: tuple[torch.Tensor, ...], B: int) -> list[torch.Tensor]:
         """The step's outputs on the host. On CUDA: copied into pinned buffers, then waited for on an event, which

@@ -136,7 +136,7 @@ class Llama(torch.nn.Module):
         return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache, row0: int = 0,
-                last_only: bool = False) -> torch.Tensor:
+                last_only: bool = False, take: torch.Tensor | None = None) -> torch.Tensor:
         """Logits ``[B, T or 1, vocab]`` for ``tokens [B, T]`` at ``positions [B, T]``; writes their keys and
         values into cache rows ``row0 .. row0+B-1`` first, so every token sees itself and its past."""
         B, T = tokens.shape
@@ -163,6 +163,8 @@ class Llama(torch.nn.Module):
             h = self._rms(x, layer["post_norm"])
             gate, up = (h @ layer["gate_up"].t()).split(self.inter, dim=-1)
             x = x + self.all_reduce((F.silu(gate) * up) @ layer["down"].t())
-        if last_only:
+        if take is not None:  # one position per row (a padded batch of prompts: each row's last real token)
+            x = x[torch.arange(B, device=x.device), take].unsqueeze(1)
+        elif last_only:
             x = x[:, -1:]
         return self._rms(x, self.norm) @ self.lm_head.t()

@@ -91,3 +91,70 @@ def test_fused_needs_one_process_and_a_known_compile_mode():
         FusedDecoder(Llama(TINY, seed=0, tp_rank=0, tp_size=2, context=16))
     with pytest.raises(ValueError, match="compile_mode"):
         FusedDecoder(Llama(TINY, seed=0, context=16), compile_mode="fast")
+
+
+def test_split_k_partials_sum_to_the_projection_with_and_without_swiglu():
+    from framework.servers.gpu.gemv import gemv_partials_ref, plan_for
+
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(64, 512, generator=g, dtype=torch.float64)
+    for swiglu in (False, True):
+        x = torch.randn(1, 1024 if swiglu else 512, generator=g, dtype=torch.float64)
+        act = torch.nn.functional.silu(x[:, :512]) * x[:, 512:] if swiglu else x
+        for splits in (1, 2, 8):
+            parts = gemv_partials_ref(x, w, splits, swiglu)
+            assert parts.shape == (splits, 1, 64)
+            assert torch.allclose(parts.sum(0).double(), (act @ w.t()), rtol=1e-5, atol=1e-4)
+    assert plan_for(2048, 8192).splits == 8 and plan_for(2048, 2048).splits == 8 and plan_for(60, 512) is None
+
+
+@pytest.mark.parametrize("splits", [(1, 1), (2, 4)])
+def test_batch1_split_k_step_equals_the_reference_forward(splits):
+    from framework.servers.gpu.gemv import Plan
+
+    model = Llama(TINY, seed=4, context=32)
+    ref_cache, fused_cache = model.new_cache(1), model.new_cache(1)
+    fused = FusedDecoder(model, compile_mode="none", batch1_gemv="split-k")
+    assert fused.batch1_gemv == "split-k"
+    fused.plans = (Plan(splits[0], 16, 16, 4), Plan(splits[1], 16, 16, 4))
+    ids = torch.tensor([[5, 9, 2, 13, 7]])
+    with torch.inference_mode():
+        for cache in (ref_cache, fused_cache):
+            model(ids, torch.arange(5).unsqueeze(0), cache)
+        tokens, positions = torch.tensor([3]), torch.tensor([5])
+        for _ in range(4):
+            want = model(tokens.unsqueeze(1), positions.unsqueeze(1), ref_cache)[:, -1]
+            got = fused.step(tokens, positions, fused_cache)
+            assert torch.equal(got, want.argmax(-1))
+            for a, b in zip(ref_cache.k + ref_cache.v, fused_cache.k + fused_cache.v, strict=True):
+                assert torch.allclose(a, b, atol=1e-5)
+            tokens, positions = got, positions + 1
+    assert FusedDecoder(model, compile_mode="none").plans is None  # the default: inside the compiled pieces
+    with pytest.raises(ValueError, match="batch1_gemv"):
+        FusedDecoder(model, compile_mode="none", batch1_gemv="cublas")
+
+
+def test_the_split_k_kernel_under_the_triton_interpreter(tmp_path):
+    """Where Triton is installed (CUDA builds of torch), its interpreter runs the kernel on CPU tensors."""
+    pytest.importorskip("triton")
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from framework.servers.gpu.gemv import gemv_accumulate_triton, gemv_partials_ref, gemv_partials_triton, "
+        "plan_for\n"
+        "g = torch.Generator().manual_seed(1)\n"
+        "for n, k, sw in ((64, 512, False), (64, 1024, True), (2048, 2048, False)):\n"
+        "    p = plan_for(n, k)\n"
+        "    w, x = torch.randn(n, k, generator=g), torch.randn(1, 2 * k if sw else k, generator=g)\n"
+        "    a, b = gemv_partials_triton(x, w, p, sw), gemv_partials_ref(x, w, p.splits, sw)\n"
+        "    assert torch.allclose(a, b, rtol=1e-4, atol=1e-3), (n, k, sw, (a - b).abs().max())\n"
+        "    acc = torch.full((1, n), 0.5)\n"
+        "    gemv_accumulate_triton(x, w, p, acc, sw)\n"
+        "    assert torch.allclose(acc, b.sum(0) + 0.5, rtol=1e-4, atol=1e-3), (n, k, sw)\n"
+        "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
