@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from framework.servers.sim import twin_steps
 from framework.servers.sim.args import SimServerArgs, parse_server_args
 from framework.servers.sim.profile import Profile
 
@@ -140,10 +141,8 @@ def decode_step(profile: Profile, args: SimServerArgs, batch: int) -> StepCost:
     spec = spec_config(profile, args)
     tokens = batch * (spec.num_draft_tokens if spec else 1)
     if profile.twin is not None:  # a fitted twin's equations (framework.servers.sim.twin)
-        from framework.servers.sim import twin
-
         es = args.engine_settings
-        total = twin.decode_us(profile.twin, tokens, threads=es.threads if es else None, tp=args.tp_size,
+        total = twin_steps.decode_us(profile.twin, tokens, threads=es.threads if es else None, tp=args.tp_size,
                                speculative=spec is not None)
         return StepCost(total, total, total, 0.0, "twin", tokens)
     comp = interp(profile.compute_us.decode, tokens)
@@ -166,10 +165,8 @@ def prefill_step(profile: Profile, args: SimServerArgs, prompt_tokens: int) -> S
     m = profile.model
     tokens = max(1, int(prompt_tokens))
     if profile.twin is not None:  # a fitted twin's equations (framework.servers.sim.twin)
-        from framework.servers.sim import twin
-
         es = args.engine_settings
-        total = twin.prefill_us(profile.twin, tokens, threads=es.threads_batch if es else None,
+        total = twin_steps.prefill_us(profile.twin, tokens, threads=es.threads_batch if es else None,
                                 chunk=es.prefill_chunk if es else None, tp=args.tp_size)
         return StepCost(total, total, total, 0.0, "twin", tokens)
     comp = interp(profile.compute_us.prefill, tokens)

@@ -174,8 +174,6 @@ def parse_profile(text: str, source: str = "<profile>") -> Profile:
         raise ProfileError(f"{source}: a profile is a YAML mapping")
     try:
         if is_twin_document(data):  # a `framework fit` document: the twin's profile
-            from framework.servers.sim.twin import profile_from_fit
-
             return profile_from_fit(TwinFit.model_validate(data))
         return Profile.model_validate(data)
     except ValidationError as exc:
@@ -188,3 +186,26 @@ def parse_profile(text: str, source: str = "<profile>") -> Profile:
 def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
     path = resolve_profile_path(name_or_path)
     return parse_profile(path.read_text(encoding="utf-8"), str(path))
+
+
+def profile_from_fit(fit: TwinFit) -> Profile:
+    """The sim profile that serves a twin: the twin's block plus neutral values for SGLang's tables (unused)."""
+    acc = fit.parameters.get("accept_length")
+    accept = acc.estimate if acc is not None and acc.estimate is not None and acc.estimate > 1.0 else 2.0
+    tp = int(fit.fixed.get("tp_size", 1))
+    tpot = fit.noise.get("tpot_s")
+    return Profile.model_validate({
+        "name": fit.name, "description": f"twin of {fit.engine}, fitted by `python -m framework fit`",
+        "version": f"twin-{fit.engine}", "hardware": {"num_gpus": tp}, "stack": {"engine": fit.engine},
+        "model": {"num_layers": 1, "hidden_size": 1, "dtype_bytes": 1, "allreduces_per_layer": 0},
+        "compute_us": {"decode": [(1, 0.0)], "prefill": [(1, 0.0)]}, "allreduce_us": {"nccl": [(1, 0.0)]},
+        "features": {"custom_allreduce": False, "flashinfer_fusion": "ok", "torch_symm_mem": False},
+        "fused_max_bytes": 0, "custom_max_bytes": 0, "symm_mem_max_bytes": 0, "fusion_saved_us_per_layer": 0.0,
+        "forward_overhead_us": 0.0, "launch_overhead_us_per_layer": 0.0, "request_overhead_us": 0.0,
+        "spec": {"draft_step_us": 0.0, "overhead_us": 0.0, "accept_length_mean": accept},
+        "noise": {"launch_log_sd": (tpot.launch_log_sd or 0.0) if tpot else 0.0,
+                  "request_log_sd": (tpot.request_log_sd or 0.0) if tpot else 0.0,
+                  "step_log_sd": 0.0, "slow_launch_prob": 0.0, "slow_launch_factor": 1.0,
+                  "accept_length_request_sd": 0.0},
+        "startup_s": 1.0, "crash_after_s": 0.5, "twin": fit,
+    })
