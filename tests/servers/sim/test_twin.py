@@ -15,7 +15,7 @@ from framework.analysis import twinfit
 from framework.core.twin import MetricNoise, TwinConfig, blank
 from framework.servers.sim.adapter import twin_predict
 
-pytestmark = pytest.mark.slow  # whole runs on the sim (about a minute): still in the default suite
+pytestmark = pytest.mark.e2e  # whole runs on the sim (about a minute): the e2e tier (.ci/run: pytest -m e2e)
 
 KNOWN = {"decode_step_us": 2000.0, "prefill_base_us": 15000.0, "prefill_us_per_token": 300.0, "thread_exponent": 0.5}
 PILOT = """\
