@@ -81,6 +81,7 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
 
     times: list[float] = []
     tokens: list[int] = []
+    read_events: list[int] = []  # token-carrying SSE events per chunk (the self-check's events per read)
     parser = StreamParser(endpoint)
     payload = json.dumps(body, separators=(",", ":")).encode() if isinstance(body, dict) else body
     send_headers = {"Content-Type": "application/json", **(headers or {})}
@@ -103,21 +104,24 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
                 async for piece in resp.content.iter_any():
                     now = time.perf_counter() - t0
                     buffer += piece
-                    got, events = 0, 0
+                    got, events, carrying = 0, 0, 0
                     while b"\n\n" in buffer:  # events read together arrived together: one chunk
                         event, buffer = buffer.split(b"\n\n", 1)
                         data = sse_data(event)
                         if not data or data == b"[DONE]":
                             continue
                         try:
-                            got += parser.event(data)
+                            new = parser.event(data)
                         except (ValueError, TypeError, AttributeError) as exc:  # not the JSON event expected
                             raise _Malformed(f"malformed event after {sum(tokens) + got} tokens: "
                                              f"{type(exc).__name__}: {exc}") from None
+                        got += new
+                        carrying += new > 0
                         events += 1
                     if got or (events and endpoint == "generate"):
                         times.append(now)
                         tokens.append(got)
+                        read_events.append(carrying)
                     if now > timeout_s:
                         error, error_class = f"timed out after {timeout_s:.0f} s", "timeout"
                         break
@@ -169,5 +173,6 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
         sim_max_lag_s=meta.get("sim_max_lag_s"),
         sim_first_lag_s=meta.get("sim_first_lag_s"),
         sim_last_lag_s=meta.get("sim_last_lag_s"),
+        read_events=read_events,
         **figures,
     )
