@@ -1,8 +1,9 @@
 """Through `python -m framework run` against the known-schedule server (backend=schedule): a run whose
 client cannot follow the stream warns with the possible bias and marks its verdict UNRELIABLE; a light
-run does neither. The metric is e2e_s, which a client that falls far behind still measures (every token
-of a stream may then come in one read, leaving no decode interval). The heavy load is far beyond one client core (256 streams, a token every millisecond
-each), the light one a single stream at a token every 20 ms, so both hold on a loaded machine."""
+run does neither. The metric is e2e_s, which a client that falls far behind still measures (every
+token of a stream may then come in one read, leaving no decode interval). The heavy load is far
+beyond one client core (256 streams, a token every millisecond each), the light one a single stream
+at a token every 20 ms, so both hold on a loaded machine."""
 
 from __future__ import annotations
 
