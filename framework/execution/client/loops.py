@@ -46,6 +46,11 @@ CLOSED_LOOP_HEADER = "X-Sim-Closed-Loop"
 # open loop's scheduled arrival and the next one's), so the sim admits it on its model clock at that place
 # whatever the wall clock did (servers/sim/arrivals.py).
 LOOP_HEADER = "X-Sim-Loop"
+# After the measured window, in-flight cool-downs get this long (wall) before they are cancelled: one that ended
+# at the same instant as the last measured request (its last chunk sent with that one's) then always ends ok and
+# counts in the window's request throughput, instead of only when its read happened to come before the cancel.
+# Ending later than the window, those it lets finish are outside it anyway; no new request is sent meanwhile.
+COOLDOWN_GRACE_S = 0.05
 SPIN_BEFORE_SEND_S = 0.0012  # the event loop's timers round up to 1 ms: the last stretch before a send yields
 
 
@@ -217,6 +222,8 @@ async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
     tasks = [asyncio.ensure_future(stream()) for _ in range(plan.concurrency or 1)]
     waiter = asyncio.ensure_future(window_over.wait())
     await asyncio.wait([waiter, asyncio.gather(*tasks, return_exceptions=True)], return_when=asyncio.FIRST_COMPLETED)
+    if window_over.is_set():  # cool-downs whose last chunk came with the last measured one's end as they did,
+        await asyncio.wait(tasks, timeout=COOLDOWN_GRACE_S)  # not by whether their read came before the cancel
     for t in tasks:  # the measured window is over: cancel the cool-down requests still in flight
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

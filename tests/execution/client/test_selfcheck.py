@@ -74,3 +74,15 @@ def test_a_very_light_load_is_not_flagged(schedule_server):
         health = _health(proc, Workload(prompt_tokens=4, output_tokens=20, concurrency=1), 3)
     assert not health["bottleneck"], health["reasons"]
     assert health["cpu"]["busy"] < BUSY_SATURATED and health["bias"]["tpot_s"] < 0.01
+
+
+def test_cool_downs_that_end_with_the_last_measured_request_end_ok(schedule_server):
+    """Same-schedule streams of one round end together: the cool-downs among them are not cancelled
+    (they used to be whenever the last measured request's read came first, so request throughput depended
+    on the order of reads)."""
+    rows: list[dict] = []
+    with schedule_server(5, 2) as proc:
+        run_workload(f"http://127.0.0.1:{proc.spec.port}", Workload(prompt_tokens=4, output_tokens=16, concurrency=4),
+                     requests_n=6, warmup=0, seed=1, protocol="openai", on_row=lambda i, u, r: rows.append(r))
+    cool = [r for r in rows if r["phase"] == "cooldown"]
+    assert cool and all(r["ok"] for r in cool), [r.get("error") for r in cool]
