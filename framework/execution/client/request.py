@@ -107,6 +107,13 @@ def _arrival_log(resp: Any) -> deque[tuple[float, int]] | None:
 _LOG_ATTR = "_framework_arrivals"
 
 
+def _release_arrivals(proto: Any, log: deque[tuple[float, int]] | None) -> None:
+    """Stop logging into this response's log (the pooled connection goes on to carry other responses)."""
+    target = getattr(proto, _LOG_ATTR, None)
+    if log is not None and target is not None and target[0] is log:
+        setattr(proto, _LOG_ATTR, None)
+
+
 async def measure_request(session: Any, base_url: str, body: dict[str, Any] | bytes, timeout_s: float,
                           time_scale: float = 1.0, headers: dict[str, str] | None = None,
                           endpoint: Endpoint = "generate", t_origin: float | None = None) -> RequestResult:
@@ -138,6 +145,7 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
                 error_class = "context_length" if CONTEXT_LENGTH.search(error) else "http_error"
             else:
                 arrivals = _arrival_log(resp)
+                proto = getattr(resp.connection, "protocol", None)  # released (None) at the stream's end
                 consumed = 0
                 async for piece in resp.content.iter_any():
                     now = time.perf_counter() - t0
@@ -153,9 +161,11 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
                         consumed = end
                     else:
                         reader.read(now, piece)
+                        consumed += len(piece)
                     if now > timeout_s:
                         error, error_class = f"timed out after {timeout_s:.0f} s", "timeout"
                         break
+                _release_arrivals(proto, arrivals)
                 # Yield before the work that ends a stream (its row, the next request's send): in a burst of
                 # streams ending together, every other stream's last read is then stamped first, not after it.
                 await asyncio.sleep(0)
