@@ -145,7 +145,7 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
                 error_class = "context_length" if CONTEXT_LENGTH.search(error) else "http_error"
             else:
                 arrivals = _arrival_log(resp)
-                proto = getattr(resp.connection, "protocol", None)  # released (None) at the stream's end
+                proto = getattr(getattr(resp, "connection", None), "protocol", None)  # None once released
                 consumed = 0
                 async for piece in resp.content.iter_any():
                     now = time.perf_counter() - t0
