@@ -71,47 +71,49 @@ def generate_body(ids: list[int], workload: Workload) -> dict[str, Any]:
 CONTEXT_LENGTH = re.compile(r"context length|maximum context|max_model_len", re.IGNORECASE)
 
 
-def _arrival_log(resp: Any) -> deque[tuple[float, int]] | None:
-    """Stamps of this response's data as the socket delivered it: (perf_counter, body bytes fed so far).
+Arrivals = deque  # of (perf_counter, the payload fed, its body bytes fed so far)
+
+
+def _arrival_log(resp: Any) -> Arrivals | None:
+    """The connection's log of data as the socket delivered it, with this response's entries first.
 
     aiohttp hands a connection's bytes to its protocol's ``data_received`` the moment the event loop
     reads the socket, and wakes the reading coroutine only later (after every other ready callback);
-    stamping there keeps that wait, which grows with the load, out of the figures. The connection's
-    protocol gets one wrapper for its life (connections are pooled) that logs into the log of the
-    response it currently carries. None where the protocol cannot take it: reads are then stamped.
+    stamping there keeps that wait, which grows with the load, out of the figures. A connection's
+    protocol gets one wrapper for its life (connections are pooled); after each call it logs the time,
+    the response payload the bytes went to (aiohttp's ``_payload``: set while the headers are parsed, so
+    bytes that came with the headers are stamped too; cleared when the body ends, so the one it had
+    before the call takes the last bytes) and that payload's byte count. Entries of
+    earlier responses are dropped here. None where the protocol cannot take it: reads are then stamped.
     """
-    conn = getattr(resp, "connection", None)
-    proto = getattr(conn, "protocol", None)
+    proto = getattr(getattr(resp, "connection", None), "protocol", None)
     content = getattr(resp, "content", None)
     if proto is None or not hasattr(content, "total_bytes"):
         return None
     try:
-        if not hasattr(proto, _LOG_ATTR):
+        log = getattr(proto, _LOG_ATTR, None)
+        if log is None:
             original = proto.data_received
+            log = deque()
 
-            def data_received(data: bytes, _now: Any = time.perf_counter) -> None:
+            def data_received(data: bytes, _now: Any = time.perf_counter, _log: Arrivals = log) -> None:
                 t = _now()
+                before = getattr(proto, "_payload", None)
                 original(data)
-                target = getattr(proto, _LOG_ATTR)
-                if target is not None:
-                    target[0].append((t, target[1].total_bytes))
+                payload = getattr(proto, "_payload", None) or before  # None once these bytes ended the body
+                if payload is not None:
+                    _log.append((t, payload, payload.total_bytes))
 
             proto.data_received = data_received
-        log: deque[tuple[float, int]] = deque()
-        setattr(proto, _LOG_ATTR, (log, content))
+            setattr(proto, _LOG_ATTR, log)
     except (AttributeError, TypeError):  # a protocol with slots, or another client library's
         return None
+    while log and log[0][1] is not content:  # an earlier response's (or one that was never read)
+        log.popleft()
     return log
 
 
 _LOG_ATTR = "_framework_arrivals"
-
-
-def _release_arrivals(proto: Any, log: deque[tuple[float, int]] | None) -> None:
-    """Stop logging into this response's log (the pooled connection goes on to carry other responses)."""
-    target = getattr(proto, _LOG_ATTR, None)
-    if log is not None and target is not None and target[0] is log:
-        setattr(proto, _LOG_ATTR, None)
 
 
 async def measure_request(session: Any, base_url: str, body: dict[str, Any] | bytes, timeout_s: float,
@@ -145,14 +147,13 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
                 error_class = "context_length" if CONTEXT_LENGTH.search(error) else "http_error"
             else:
                 arrivals = _arrival_log(resp)
-                proto = getattr(getattr(resp, "connection", None), "protocol", None)  # None once released
                 consumed = 0
                 async for piece in resp.content.iter_any():
                     now = time.perf_counter() - t0
                     if arrivals:  # stamped as the socket's data arrived: each arrival its own chunk
                         end, at = consumed + len(piece), 0
-                        while arrivals and arrivals[0][1] <= end:
-                            t, total = arrivals.popleft()
+                        while arrivals and arrivals[0][1] is resp.content and arrivals[0][2] <= end:
+                            t, _, total = arrivals.popleft()
                             if total - consumed > at:
                                 reader.read(t - t0, piece[at:total - consumed])
                                 at = total - consumed
@@ -165,7 +166,6 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
                     if now > timeout_s:
                         error, error_class = f"timed out after {timeout_s:.0f} s", "timeout"
                         break
-                _release_arrivals(proto, arrivals)
                 # Yield before the work that ends a stream (its row, the next request's send): in a burst of
                 # streams ending together, every other stream's last read is then stamped first, not after it.
                 await asyncio.sleep(0)

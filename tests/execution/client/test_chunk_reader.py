@@ -100,17 +100,22 @@ def test_a_real_aiohttp_response_is_stamped_at_the_socket(tmp_path: Path):
     argv = [sys.executable, "-m", "framework.servers.schedule", "--port", str(port), "--first-token-ms", "300",
             "--interval-ms", "1", "--tokens", "5"]
 
-    async def main() -> list[tuple[float, int]]:
+    async def main() -> list[list[tuple[float, int]]]:
+        out = []
         async with aiohttp.ClientSession() as session:
-            async with session.post(f"http://127.0.0.1:{port}/v1/completions", json={"stream": True}) as resp:
-                log = _arrival_log(resp)
-                assert log is not None
-                body = await resp.read()
-                assert body.count(b"data: {") == 5
-                return list(log)
+            for _ in range(2):  # the second on the pooled connection, whose wrapper was installed by the first
+                async with session.post(f"http://127.0.0.1:{port}/v1/completions", json={"stream": True}) as resp:
+                    log = _arrival_log(resp)
+                    assert log is not None
+                    body = await resp.read()
+                    assert body.count(b"data: {") == 5
+                    out.append([(t, n) for t, payload, n in log if payload is resp.content])
+                    assert out[-1][-1][1] == len(body)  # the bytes that ended the body are stamped too
+        return out
 
     with ServerProcess(ServerSpec(argv=argv, host="127.0.0.1", port=port, log_path=tmp_path / "s.log",
                                   ready_timeout_s=30)):
-        stamps = asyncio.run(main())
-    assert stamps and [t for t, _ in stamps] == sorted(t for t, _ in stamps)
-    assert [n for _, n in stamps] == sorted(n for _, n in stamps)  # body bytes fed so far, growing
+        logs = asyncio.run(main())
+    for stamps in logs:
+        assert [t for t, _ in stamps] == sorted(t for t, _ in stamps)
+        assert [n for _, n in stamps] == sorted(n for _, n in stamps)  # body bytes fed so far, growing
