@@ -38,13 +38,17 @@ class RuleSet:
     #                                be measured: one chunk, one token) counts toward the loss rule, with why
     ratio_rates: bool = False  # a launch's decode_tok_s, tpot_s and output_tok_s: the ratio of its requests'
     #                            totals (tokens / seconds), not the mean of their rates (docs/workloads.md)
+    # A verdict whose metric the client's own lateness could move (its self-check in the launches' workload
+    # rows: saturated, or a read bias that stretches the interval across a threshold) is marked UNRELIABLE
+    # beside it (analysis/bias.py); the verdict itself is unchanged.
+    client_marks: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
        "chain_extensions": True, "launch_end_fails": True, "unmeasured_lost": True, "ratio_rates": True}
 
 # version 3 (framework 0.3.0): version 2 plus the switches CHANGELOG.md lists under rules version 3
-_V3 = {**_V2}
+_V3 = {**_V2, "client_marks": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),

@@ -59,7 +59,8 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
         python=ctx.backend.python if "{python}" in " ".join(row.argv) else None, values=probe_values(ctx.backend),
         model_path=ctx.experiment.model_path,
         model_is_local=row.starts_server or Path(ctx.experiment.model_path).exists(), server_info=info))
-    client = client_bias(Trials(writer.rows).of_kind("workload"), h.metric)
+    client = (client_bias(Trials(writer.rows).of_kind("workload"), h.metric)
+              if RULESETS[LATEST].client_marks else None)
     crashes: dict[int, set[str]] = {}
     for end in Trials(writer.rows).of_kind("launch_end"):  # rows as written: a resumed run's may be older
         if end.get("error"):
