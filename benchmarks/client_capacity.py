@@ -103,11 +103,18 @@ async def main():
             return await func(request_func_input=inp, session=session)
         async with sem:
             return await func(request_func_input=inp, session=session)
-    cpu0, tasks = time.process_time(), []
+    # get_request: Poisson arrivals (burstiness 1) at cumulative target times, each sleep to its target
+    at, targets = 0.0, []
+    for _ in range(n):
+        targets.append(at)
+        at += rng.expovariate(rate) if rate else 0.0
+    cpu0, tasks, start = time.process_time(), [], time.perf_counter()
     for i in range(n):
-        tasks.append(asyncio.create_task(limited(make(i))))
         if rate:
-            await asyncio.sleep(rng.expovariate(rate))  # get_request: Poisson arrivals (burstiness 1)
+            delay = targets[i] - (time.perf_counter() - start)
+            if delay > 0:
+                await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(limited(make(i))))
     outs = await asyncio.gather(*tasks)
     cpu = time.process_time() - cpu0
     await session.close()
@@ -204,7 +211,7 @@ def compare(client: dict[str, Any], truth: dict[str, Any]) -> dict[str, Any]:
 def ladder(args: argparse.Namespace) -> list[dict[str, Any]]:
     loads = []
     for s in args.streams:
-        loads.append({"streams": s, "requests": max(2 * s, args.min_requests), "warmup": s})
+        loads.append({"streams": s, "requests": max(2 * s, args.min_requests if s > 1 else 16), "warmup": s})
     for r in args.rates:
         loads.append({"rate": r, "requests": max(int(r * args.open_s), args.min_requests), "warmup": 0})
     return loads
