@@ -97,6 +97,9 @@ def _arrival_log(resp: Any) -> Arrivals | None:
             log = deque()
 
             def data_received(data: bytes, _now: Any = time.perf_counter, _log: Arrivals = log) -> None:
+                if not data:  # aiohttp's own call when it resumes reading: no bytes arrived
+                    original(data)
+                    return
                 t = _now()
                 before = getattr(proto, "_payload", None)
                 original(data)
