@@ -229,9 +229,11 @@ def _fmt(row: dict[str, Any]) -> list[str]:
     check = "-"
     if h is not None:
         bias = (h.get("bias") or {}).get("tpot_s")
-        check = (("**yes**" if h["bottleneck"] else "no") + f" (busy {h['cpu']['busy']:.0%}, "
-                 f"{(h.get('events_per_read') or {}).get('mean', 0):.1f} ev/read"
-                 + (f", TPOT bias {bias:.1%}" if bias is not None else "") + (", saturated" if h["saturated"] else "")
+        busy = (h.get("cpu") or {}).get("busy")
+        check = (("**yes**" if h["bottleneck"] else "no") + (f" (busy {busy:.0%}, " if busy is not None else " (")
+                 + f"{(h.get('events_per_read') or {}).get('mean', 0):.1f} ev/read"
+                 + (f", TPOT bias {bias:.1%}" if bias is not None else "")
+                 + (", saturated" if h.get("saturated") else "")
                  + ")")
     na = "-"
     return [row["client"], what, f"{row['offered'] / 1e3:.1f}k",
