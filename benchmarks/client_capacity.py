@@ -236,20 +236,22 @@ def _fmt(row: dict[str, Any]) -> list[str]:
                  + (", saturated" if h.get("saturated") else "")
                  + ")")
     na = "-"
-    return [row["client"], what, f"{row['offered'] / 1e3:.1f}k",
+    return [row["client"], what, str(row.get("repeat", 0) + 1), f"{row['offered'] / 1e3:.1f}k",
             f"{row['achieved'] / 1e3:.1f}k" if row.get("achieved") else na,
             f"{row['tpot_err']:+.2%}" if "tpot_err" in row else na,
             f"{row['ttft_err_ms']:+.2f}" if "ttft_err_ms" in row else na,
             f"{row['cpu_us_tok']:.1f}" if row.get("cpu_us_tok") else na, check]
 
 
-HEADER = ["client", "load", "offered tok/s", "achieved tok/s", "median TPOT error", "median TTFT error (ms)",
+HEADER = ["client", "load", "run", "offered tok/s", "achieved tok/s", "median TPOT error", "median TTFT error (ms)",
           "CPU us/token", "self-check flagged"]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(_fmt(r)) + " |" for r in rows]
+    ranked = sorted(rows, key=lambda r: (r.get("order", 0), r["client"] != "framework", r["client"],
+                                         r.get("repeat", 0)))
+    lines += ["| " + " | ".join(_fmt(r)) + " |" for r in ranked]
     return "\n".join(lines)
 
 
@@ -327,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         with ServerProcess(spec):
             url = f"http://127.0.0.1:{port}"
             for rep in range(args.repeat):
-                for load in ladder(args):
+                for order, load in enumerate(ladder(args)):
                     for client in clients:
                         since = len(log.read_text().splitlines())
                         if client == "framework":
@@ -337,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                             since += 1  # its initial single-prompt test run
                         time.sleep(0.3)  # the server logs a request when its last token is written
                         truth = truth_figures(truth_lines(log, since))
-                        row = {"client": client, "load": load, "repeat": rep, "achieved": truth["tok_s"],
+                        row = {"client": client, "load": load, "repeat": rep, "order": order,
+                               "achieved": truth["tok_s"],
                                "offered": offered(load, args.first_token_ms, args.interval_ms, args.tokens),
                                **compare(measured, truth), "health": measured.get("client")}
                         results.append(row)
