@@ -43,13 +43,17 @@ class RuleSet:
     # conditions ran on different machines is inconclusive (confounded), and every verdict states the
     # machines it covers. With one machine nothing changes.
     machine_effect: bool = False
+    # A verdict whose metric the client's own lateness could move (its self-check in the launches' workload
+    # rows: saturated, or a read bias that stretches the interval across a threshold) is marked UNRELIABLE
+    # beside it (analysis/bias.py); the verdict itself is unchanged.
+    client_marks: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
        "chain_extensions": True, "launch_end_fails": True, "unmeasured_lost": True, "ratio_rates": True}
 
 # version 3 (framework 0.3.0): version 2 plus the switches CHANGELOG.md lists under rules version 3
-_V3 = {**_V2, "machine_effect": True}
+_V3 = {**_V2, "machine_effect": True, "client_marks": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),

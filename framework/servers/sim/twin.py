@@ -4,8 +4,9 @@ Its profile is `framework.servers.sim.profile.profile_from_fit`, its step equati
 `framework.servers.sim.twin_steps`.
 
 The twin's model is the sim's engine (continuous batching, prefill first, ``--max-running-requests``)
-with its step times replaced by a few fitted parameters (docs/model.md, "Twin"). A request is ready at once (the request overhead is inside p0), so TTFT = queueing + prefill. The
-predictions replay one noise-free closed-loop launch (:mod:`framework.servers.sim.served`). Pure.
+with its step times replaced by a few fitted parameters (docs/model.md, "Twin"). A request is ready
+at once (the request overhead is inside p0), so TTFT = queueing + prefill. The predictions
+replay one noise-free closed-loop launch (:mod:`framework.servers.sim.served`). Pure.
 """
 
 from __future__ import annotations
