@@ -54,7 +54,7 @@ def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunConte
         hypothesis=r.hypothesis, hypothesis_path=r.hypothesis_path, experiment=r.experiment, backend=r.backend,
         design=r.design, ledger=ledger_path, run_dir=run_dir,
         config=OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
-        resume=resume, allow_amend=bool(cfg.allow_amend), sim_coverage=r.coverage,
+        resume=resume, allow_amend=bool(cfg.allow_amend), sim_coverage=r.coverage, client_workers=r.client_workers,
         progress=bool(cfg.progress) and sys.stdout.isatty(), report=bool(cfg.report),
         ledger_writer="submitter" if submitter_appends(hydra_cfg) else "job",
     )
