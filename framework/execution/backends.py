@@ -30,7 +30,7 @@ from framework.execution.failures import Patterns
 from framework.execution.launcher import ServerSpec
 
 Protocol = Literal["sglang", "openai"]
-BackendName = Literal["sim", "gpu", "sglang", "endpoint", "vllm", "llamacpp", "llama_server", "command"]
+BackendName = Literal["sim", "gpu", "sglang", "endpoint", "vllm", "llamacpp", "llama_server", "command", "schedule"]
 PLACEHOLDERS = ("python", "module", "binary", "model", "tp", "host", "port", "seed")
 
 
@@ -169,6 +169,13 @@ BACKENDS: dict[str, Backend] = {
         version_argv=("{binary}", "--version"), metrics_path="/metrics", metrics_prefix="llamacpp:",
         info_paths=("/props",),
         notes="llama.cpp's own llama-server binary; /health is 503 while loading; /metrics needs --metrics"),
+    "schedule": Backend(
+        name="schedule", argv=(*_PY_SERVER, "--model", "{model}", "--host", "{host}", "--port", "{port}"),
+        module="framework.servers.schedule", health_path="/health", protocol="openai",
+        version_package="framework", info_paths=("/version",),
+        notes="a streaming server with a known schedule and a truth log of every token's write time "
+              "(framework.servers.schedule: --first-token-ms, --interval-ms, --tokens, --truth-log); "
+              "for measuring the client itself"),
     "command": Backend(
         name="command", argv=(), health_path="/health", protocol="openai", env_unset=COMMAND_ENV_UNSET,
         info_paths=("/version",),
