@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from framework.analysis.bias import client_bias, client_marks
 from framework.analysis.ruleset import LATEST, RULESETS
 from framework.core import design as design_mod
 from framework.core.hashing import sha256_file
@@ -58,6 +59,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
         python=ctx.backend.python if "{python}" in " ".join(row.argv) else None, values=probe_values(ctx.backend),
         model_path=ctx.experiment.model_path,
         model_is_local=row.starts_server or Path(ctx.experiment.model_path).exists(), server_info=info))
+    client = client_bias(Trials(writer.rows).of_kind("workload"), h.metric)
     crashes: dict[int, set[str]] = {}
     for end in Trials(writer.rows).of_kind("launch_end"):  # rows as written: a resumed run's may be older
         if end.get("error"):
@@ -69,7 +71,8 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
         ),
         backend=backend,
         verdict=analysis.verdict,
-        predictions=[PredictionRecord(**p.model_dump(), marks=prediction_marks(ctx, p.model_dump(), lag, adapter))
+        predictions=[PredictionRecord(**p.model_dump(), marks=prediction_marks(ctx, p.model_dump(), lag, adapter,
+                                                                           client))
                      for p in analysis.predictions],
         conditions=[
             ConditionRecord(
@@ -113,15 +116,17 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
 
 
 def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str, Any],
-                     adapter: ModuleType | None) -> list[str]:
+                     adapter: ModuleType | None, client: dict[str, Any] | None = None) -> list[str]:
     """What must be said beside a verdict: the sim ran a question it does not model (override), its
-    clock's measured bias is large enough to move the decision, or open-loop arrivals reached it late."""
+    clock's measured bias is large enough to move the decision, open-loop arrivals reached it late, or
+    the client fell behind by enough to move it (`client`: analysis.bias.client_bias of the run's rows)."""
     marks: list[str] = []
     cov = ctx.sim_coverage or {}
     if cov.get("unmodelled_varied_flags"):
         marks.append("NOT MODELLED by the sim: " + ", ".join(cov["unmodelled_varied_flags"]) + " varies")
     if adapter is not None:
         marks += adapter.marks(ctx.hypothesis, prediction, lag)
+    marks += client_marks(ctx.hypothesis, prediction, client)
     details = prediction.get("details") or {}
     if (details.get("drift") or {}).get("detected"):
         marks.append("EFFECT CHANGED DURING THE RUN")

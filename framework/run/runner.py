@@ -24,7 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.markup import escape
 
-from framework.core.trials import FORMAT, EnvironmentRow
+from framework.analysis.bias import client_bias
+from framework.core.trials import FORMAT, EnvironmentRow, Trials
 from framework.errors import LedgerError, StorageError
 from framework.execution import adapters
 from framework.execution.launcher import install_signal_handlers
@@ -102,7 +103,8 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
         console.print(escape(f"warning: the client, not the server, may have been the bottleneck in "
                              f"{len(late_client)} launch(es) ({', '.join(late_client[:3])}"
                              f"{', ...' if len(late_client) > 3 else ''}): {late_client_reason(writer.rows)}; "
-                             f"the figures include the client's lateness (analysis.workloads.*.client)"),
+                             f"the figures include the client's lateness (analysis.workloads.*.client)"
+                             f"{_client_bias_line(ctx, writer.rows)}"),
                       style="yellow", highlight=False)
     record = build_record(ctx, writer, measured, settings, reg_hash=reg_hash, amended=amended, lag=lag,
                           started=started, previous=previous, adapter=adapter)
@@ -124,6 +126,18 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     _write_outputs(ctx, stored, console)
     console.print(escape(f"ledger: {ctx.ledger}  run: {ctx.run_dir}"), highlight=False)
     return stored
+
+
+def _client_bias_line(ctx: RunContext, rows: list[dict[str, Any]]) -> str:
+    """How far the client's lateness may have moved the hypothesis's metric, and what it marks."""
+    summary = client_bias(Trials(rows).of_kind("workload"), ctx.hypothesis.metric)
+    if summary is None:
+        return f"; {ctx.hypothesis.metric} does not depend on the client's timing"
+    size = f"up to {summary['bias']:.1%}" if summary["bias"] is not None else "by an unknown amount"
+    if summary["saturated"]:
+        size = f"by more than {summary['bias'] or 0:.1%} (saturated in {len(summary['saturated'])} launch(es))"
+    return (f"; {ctx.hypothesis.metric} may be off {size}: verdicts it could move are marked UNRELIABLE "
+            f"(a lighter load, or more cores for the client)")
 
 
 def write_environment(writer: TrialsWriter, backend: str) -> None:

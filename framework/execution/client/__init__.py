@@ -7,10 +7,12 @@ cut mid-way become failed rows with a reason; nothing is dropped silently.
 
 One concept per module:
 
-- `stream`: server-sent events into token counts, chunk times into the request's figures (pure);
-- `request`: one request's body, and sending it with every event timed;
+- `stream`: raw reads into chunks (events split on bytes, plain events counted from their bytes), server-sent
+  events into token counts, chunk times into the request's figures (pure);
+- `request`: one request's body, and sending it with every chunk stamped as the socket delivered it;
 - `result`: RequestResult, what one request measured, and its one conversion to the trials row;
-- `loops`: the closed and open loops on one event loop, and the client's own timing health;
+- `loops`: the closed and open loops on one event loop, measuring the client's own timing;
+- `selfcheck`: from those, whether the client fell behind and by how much its figures may be off;
 - `server`: what the server says about itself (info, served model, Prometheus counters);
 - `plan`: the launch's plan, with the workload's dataset read from disk;
 - `workers`: the same loops on N worker processes sharing one schedule and one clock (`client.workers`).
@@ -18,7 +20,7 @@ One concept per module:
 This package re-exports the names its callers use, so they import from `framework.execution.client`.
 """
 
-from framework.execution.client.loops import client_health, run_workload
+from framework.execution.client.loops import run_workload
 from framework.execution.client.plan import resolve_plan
 from framework.execution.client.request import (
     generate_body,
@@ -26,6 +28,7 @@ from framework.execution.client.request import (
     prompt_ids,
     request_body,
 )
+from framework.execution.client.selfcheck import client_health
 from framework.execution.client.server import server_info, server_metrics
 from framework.execution.client.stream import sse_data, summarize_stream, token_times
 from framework.execution.client.workers import worker_count

@@ -8,22 +8,22 @@ Each request's RequestResult is completed with the plan's side (phase, planned l
 and handed to `on_row` as its row (`RequestResult.to_row`) the moment the request ends.
 
 The client times itself too: an open loop's lateness (scheduled against actual send, wall
-seconds) and the event loop's lag (how long a ready callback waits to run), so a run can say when
-the client, not the server, was the bottleneck (`client_health`).
+seconds), the event loop's lag (how long a ready callback waits to run), its loop thread's CPU time
+and the events per socket read, so a run can say when the client, not the server, was the
+bottleneck and by how much its figures may be off (`selfcheck.client_health`). `clock_origin_s` is
+the workload's start on `time.perf_counter()` (CLOCK_MONOTONIC on Linux): a request's send is that
+plus its `start_s / time_scale`, comparable with a server's monotonic log on the same machine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
-
-import numpy as np
 
 from framework.core.workload import (
     Endpoint,
@@ -35,8 +35,8 @@ from framework.core.workload import (
 from framework.execution.client.plan import resolve_plan
 from framework.execution.client.request import measure_request, request_body
 from framework.execution.client.result import RequestResult
+from framework.execution.client.selfcheck import client_health
 from framework.execution.client.server import served_model
-from framework.execution.client.stream import token_times
 
 LOOP_LAG_PERIOD_S = 0.01
 # The sim's extension (other servers ignore it): "next" = this closed-loop stream sends another request
@@ -47,8 +47,6 @@ CLOSED_LOOP_HEADER = "X-Sim-Closed-Loop"
 # whatever the wall clock did (servers/sim/arrivals.py).
 LOOP_HEADER = "X-Sim-Loop"
 SPIN_BEFORE_SEND_S = 0.0012  # the event loop's timers round up to 1 ms: the last stretch before a send yields
-CLIENT_LATE_WARN_S = 0.001  # median open-loop send lateness above this: the client could not keep the schedule
-LOOP_LAG_WARN_SHARE = 0.01  # median loop lag above this share of the median request's first-to-last-token span
 
 
 # --------------------------------------------------------------------------- the client's own timing
@@ -88,41 +86,6 @@ class _LoopLag:
                     raise
 
 
-def _quantiles(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"n": 0, "p50": None, "p90": None, "p99": None, "max": None}
-    p50, p90, p99 = np.percentile(values, [50, 90, 99])
-    return {"n": len(values), "p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(np.max(values))}
-
-
-def client_health(lateness: list[float], loop_lag: list[float], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The client's own timing: send lateness, loop lag, and whether it was the bottleneck (pure).
-
-    The loop's lag can move a wall-clock figure by itself at most, so it counts against the span a
-    TPOT is measured over; rows whose figures come from the server's own clock (the sim's model
-    clock, `clock: sim_model`) do not depend on the client's reads, only on its sends.
-    """
-    gaps, spans = [], []
-    for r in rows:
-        if r.get("clock") == "sim_model":
-            continue
-        t = token_times(r.get("chunk_times_s") or [], r.get("chunk_tokens") or [])
-        gaps += [b - a for a, b in zip(t, t[1:], strict=False)]
-        if len(t) >= 2:
-            spans.append(t[-1] - t[0])
-    median_gap = statistics.median(gaps) if gaps else None
-    median_span = statistics.median(spans) if spans else None
-    late, lag = _quantiles(lateness), _quantiles(loop_lag)
-    reasons = []
-    if late["p50"] is not None and late["p50"] > CLIENT_LATE_WARN_S:
-        reasons.append(f"median send lateness {late['p50'] * 1e3:.2f} ms > {CLIENT_LATE_WARN_S * 1e3:g} ms")
-    if lag["p50"] is not None and median_span and lag["p50"] > LOOP_LAG_WARN_SHARE * median_span:
-        reasons.append(f"median event-loop lag {lag['p50'] * 1e3:.3f} ms > {LOOP_LAG_WARN_SHARE:.0%} of the median "
-                       f"first-to-last-token span ({median_span * 1e3:.1f} ms)")
-    return {"send_lateness_wall_s": late, "loop_lag_wall_s": lag, "median_chunk_gap_wall_s": median_gap,
-            "median_span_wall_s": median_span, "bottleneck": bool(reasons), "reasons": reasons}
-
-
 # --------------------------------------------------------------------------- executing a plan
 
 
@@ -137,6 +100,7 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
     lag.start()
     lateness: list[float] = []
     rows: list[dict[str, Any]] = []
+    reads: list[list[int]] = []  # per measured request: events per token-carrying read (the self-check)
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     t_origin = time.perf_counter()
     origin: dict[str, float] = {}  # the sim's model clock at this launch's start (set by the first row)
@@ -162,21 +126,39 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
         row = result.to_row()
         if req.phase == "measured":
             rows.append(row)
+            reads.append(measured.read_events or [])
         on_row(req.index, req.phase != "measured", row)
 
     async with aiohttp.ClientSession(connector=connector) as session:
         pool = min(len(plan.requests), plan.concurrency or 16, 256) if share is None else share.connections
         await _open_connections(session, base_url, headers, pool)
         t_origin = time.perf_counter() if share is None else await share.start()
+        cpu0 = (time.thread_time(), time.process_time(), _run_queue_s())
         if plan.mode == "closed":
             await _closed_loop(plan, session, one, **({} if share is None else share.closed_loop()))
         else:
             await _open_loop(plan, session, one, time_scale, t_origin, lateness,
                              requests=None if share is None else share.requests)
+        cpu = {"thread_s": time.thread_time() - cpu0[0], "process_s": time.process_time() - cpu0[1],
+               "wall_s": time.perf_counter() - t_origin}
+        waited = _run_queue_s()
+        if waited is not None and cpu0[2] is not None:
+            cpu["run_queue_s"] = waited - cpu0[2]
     await lag.stop()
-    if share is not None:
-        return {"lateness": lateness, "loop_lag": lag.samples}
-    return client_health(lateness, lag.samples, rows)
+    health = {**client_health(lateness, lag.samples, rows, cpu=cpu, reads=reads), "clock_origin_s": t_origin}
+    if share is not None:  # a worker: its own health, and the raw timing the parent merges over every worker
+        return {"health": health, "lateness": lateness, "loop_lag": lag.samples}
+    return health
+
+
+def _run_queue_s() -> float | None:
+    """Seconds this thread has waited, runnable, for a CPU (Linux schedstat; None elsewhere): a client that
+    other processes keep off its core is as late as one that is busy, though its own CPU time stays low."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _loop_tag(plan: Plan, req: PlannedRequest) -> str:

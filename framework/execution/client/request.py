@@ -1,5 +1,10 @@
 """One streaming request: its JSON body, and sending it with every event timed (aiohttp).
 
+The hot path does as little per token as it can: each batch of bytes the socket delivers is stamped
+in the connection's `data_received` (`_arrival_log`), the reading coroutine hands the bytes with their
+stamps to stream.ChunkReader, which splits events on bytes and counts plain ones without decoding
+their JSON; nothing else runs per token until the stream has ended.
+
 The measurement is a RequestResult (framework.execution.client.result). Errors and streams cut
 mid-way become failed results with a reason (`error_class`: http_error, context_length, timeout, stream_cut,
 malformed_stream, connection or cancelled); nothing is dropped silently.
@@ -11,6 +16,7 @@ import asyncio
 import json
 import re
 import time
+from collections import deque
 from datetime import datetime, timezone
 from typing import Any
 
@@ -23,7 +29,7 @@ from framework.core.workload import (
     Workload,
 )
 from framework.execution.client.result import ErrorClass, RequestResult
-from framework.execution.client.stream import StreamParser, clock_figures, sse_data
+from framework.execution.client.stream import ChunkReader, MalformedEvent, StreamParser, clock_figures
 
 
 def prompt_ids(seed: int, index: int, length: int) -> list[int]:
@@ -65,8 +71,40 @@ def generate_body(ids: list[int], workload: Workload) -> dict[str, Any]:
 CONTEXT_LENGTH = re.compile(r"context length|maximum context|max_model_len", re.IGNORECASE)
 
 
-class _Malformed(Exception):
-    """An SSE event that is not the JSON the endpoint sends."""
+def _arrival_log(resp: Any) -> deque[tuple[float, int]] | None:
+    """Stamps of this response's data as the socket delivered it: (perf_counter, body bytes fed so far).
+
+    aiohttp hands a connection's bytes to its protocol's ``data_received`` the moment the event loop
+    reads the socket, and wakes the reading coroutine only later (after every other ready callback);
+    stamping there keeps that wait, which grows with the load, out of the figures. The connection's
+    protocol gets one wrapper for its life (connections are pooled) that logs into the log of the
+    response it currently carries. None where the protocol cannot take it: reads are then stamped.
+    """
+    conn = getattr(resp, "connection", None)
+    proto = getattr(conn, "protocol", None)
+    content = getattr(resp, "content", None)
+    if proto is None or not hasattr(content, "total_bytes"):
+        return None
+    try:
+        if not hasattr(proto, _LOG_ATTR):
+            original = proto.data_received
+
+            def data_received(data: bytes, _now: Any = time.perf_counter) -> None:
+                t = _now()
+                original(data)
+                target = getattr(proto, _LOG_ATTR)
+                if target is not None:
+                    target[0].append((t, target[1].total_bytes))
+
+            proto.data_received = data_received
+        log: deque[tuple[float, int]] = deque()
+        setattr(proto, _LOG_ATTR, (log, content))
+    except (AttributeError, TypeError):  # a protocol with slots, or another client library's
+        return None
+    return log
+
+
+_LOG_ATTR = "_framework_arrivals"
 
 
 async def measure_request(session: Any, base_url: str, body: dict[str, Any] | bytes, timeout_s: float,
@@ -79,9 +117,9 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
     """
     import aiohttp
 
-    times: list[float] = []
-    tokens: list[int] = []
     parser = StreamParser(endpoint)
+    reader = ChunkReader(parser)
+    times, tokens = reader.times, reader.tokens
     payload = json.dumps(body, separators=(",", ":")).encode() if isinstance(body, dict) else body
     send_headers = {"Content-Type": "application/json", **(headers or {})}
     if not isinstance(body, dict):
@@ -99,25 +137,22 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
                 error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
                 error_class = "context_length" if CONTEXT_LENGTH.search(error) else "http_error"
             else:
-                buffer = b""
+                arrivals = _arrival_log(resp)
+                consumed = 0
                 async for piece in resp.content.iter_any():
                     now = time.perf_counter() - t0
-                    buffer += piece
-                    got, events = 0, 0
-                    while b"\n\n" in buffer:  # events read together arrived together: one chunk
-                        event, buffer = buffer.split(b"\n\n", 1)
-                        data = sse_data(event)
-                        if not data or data == b"[DONE]":
-                            continue
-                        try:
-                            got += parser.event(data)
-                        except (ValueError, TypeError, AttributeError) as exc:  # not the JSON event expected
-                            raise _Malformed(f"malformed event after {sum(tokens) + got} tokens: "
-                                             f"{type(exc).__name__}: {exc}") from None
-                        events += 1
-                    if got or (events and endpoint == "generate"):
-                        times.append(now)
-                        tokens.append(got)
+                    if arrivals:  # stamped as the socket's data arrived: each arrival its own chunk
+                        end, at = consumed + len(piece), 0
+                        while arrivals and arrivals[0][1] <= end:
+                            t, total = arrivals.popleft()
+                            if total - consumed > at:
+                                reader.read(t - t0, piece[at:total - consumed])
+                                at = total - consumed
+                        if at < len(piece):
+                            reader.read(now, piece[at:])
+                        consumed = end
+                    else:
+                        reader.read(now, piece)
                     if now > timeout_s:
                         error, error_class = f"timed out after {timeout_s:.0f} s", "timeout"
                         break
@@ -133,7 +168,7 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
     except asyncio.CancelledError:  # only the closed loop cancels: a cool-down request after the window
         error = f"cancelled: the measured window had ended ({sum(tokens)} tokens received)"
         error_class = "cancelled"
-    except _Malformed as exc:
+    except MalformedEvent as exc:
         error, error_class = str(exc), "malformed_stream"
     except asyncio.TimeoutError:
         error = f"timed out: no data for {timeout_s:g} s ({sum(tokens)} tokens received)"
@@ -149,6 +184,8 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
     source = "meta_info" if endpoint == "generate" else "chunks"
     if parser.usage and parser.usage.get("completion_tokens") is not None:
         completion, source = int(parser.usage["completion_tokens"]), "usage"
+        if parser.usage_behind:  # the last chunks were counted from their bytes: their cumulative count
+            completion = parser.seen
     prompt_tokens = meta.get("prompt_tokens") or (parser.usage or {}).get("prompt_tokens")
     figures = clock_figures(times, tokens, e2e, time_scale, meta, completion, parser)
     if error is not None:  # a failed request is lost as a whole: its error says why, not a decode reason
@@ -169,5 +206,6 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
         sim_max_lag_s=meta.get("sim_max_lag_s"),
         sim_first_lag_s=meta.get("sim_first_lag_s"),
         sim_last_lag_s=meta.get("sim_last_lag_s"),
+        read_events=reader.events,
         **figures,
     )

@@ -28,6 +28,7 @@ ErrorClass = Literal["http_error", "timeout", "stream_cut", "malformed_stream", 
 _ROW = "row"  # a field's metadata key: when to_row() writes it (absent: always)
 _IF_SET = "if_set"  # only when not None
 _MODEL_CLOCK = "model_clock"  # only when the figures come from the sim's model clock (clock == "sim_model")
+_NEVER = "never"  # the client's own use (its self-check), not the trials row
 
 
 def _only(when: str) -> Any:
@@ -82,6 +83,8 @@ class RequestResult:
     planned_output_tokens: int | None = _only(_IF_SET)
     model_start_s: float | None = _only(_IF_SET)  # the send on the sim's model clock (loops._model_start)
     dataset_row: int | None = _only(_IF_SET)
+    # --- the client's self-check (selfcheck.py), never in the row: SSE events per token-carrying chunk
+    read_events: list[int] | None = _only(_NEVER)
 
     @property
     def ok(self) -> bool:
@@ -94,7 +97,8 @@ class RequestResult:
         for f in fields(self):
             value = getattr(self, f.name)
             when = f.metadata.get(_ROW)
-            if (when == _IF_SET and value is None) or (when == _MODEL_CLOCK and not model_clock):
+            if (when == _NEVER or (when == _IF_SET and value is None)
+                    or (when == _MODEL_CLOCK and not model_clock)):
                 continue
             row[f.name] = value
         return row

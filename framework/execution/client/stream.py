@@ -21,6 +21,7 @@ speed-up, 1 for real servers) so every figure is on the model's clock. Everythin
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from framework.core.metrics import decode
@@ -38,13 +39,30 @@ def sse_data(event: bytes) -> bytes:
     return b"\n".join(ln.removeprefix(b"data:").strip() for ln in lines)
 
 
+_COUNT = re.compile(rb'"completion_tokens": ?(\d+)')
+_FINISH_NULL = (b'"finish_reason":null', b'"finish_reason": null')
+
+
+class MalformedEvent(ValueError):
+    """An SSE event that is not the JSON the endpoint sends (the message says after how many tokens)."""
+
+
 class StreamParser:
-    """Per-endpoint parsing of SSE events into (token count) and the final metadata."""
+    """Per-endpoint parsing of SSE events into (token count) and the final metadata.
+
+    `event` decodes an event's JSON. `fast_event` first tries to read a plain mid-stream event from its
+    bytes: once the stream has shown a cumulative count (SGLang's ``meta_info.completion_tokens``, an
+    OpenAI chunk's ``usage.completion_tokens``) and no sim timestamps, an event with no error and a null
+    finish reason carries exactly the growth of its count, which one regular-expression match finds;
+    anything else (the first events, the last, errors, usage-only chunks) is decoded whole.
+    """
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         self.meta: dict[str, Any] = {}
         self.seen = 0
+        self.cumulative = False  # the stream's events carry a cumulative token count (fast_event may count them)
+        self.usage_behind = False  # fast_event counted a chunk after the last decoded usage: `seen` is its count
         self.finished = False
         self.usage: dict[str, Any] | None = None
         self.error: str | None = None  # an error the server sent as an event (SGLang: a request too long)
@@ -69,6 +87,8 @@ class StreamParser:
         if self.endpoint == "generate":
             meta = payload.get("meta_info") or {}
             self.meta = meta
+            if "completion_tokens" in meta:
+                self.cumulative = True
             count = int(meta.get("completion_tokens", self.seen))
             new, self.seen = count - self.seen, count
             if meta.get("finish_reason"):
@@ -78,6 +98,7 @@ class StreamParser:
         usage = payload.get("usage")
         if usage:
             self.usage = usage
+            self.usage_behind = False
         for key in ("sim_mean_batch", "sim_arrival_model_s"):  # the sim's extra keys on OpenAI chunks
             if key in payload:
                 self.meta[key] = payload[key]
@@ -91,11 +112,77 @@ class StreamParser:
         cumulative = (usage or {}).get("completion_tokens")
         if isinstance(cumulative, int) and not isinstance(cumulative, bool):  # continuous usage: the chunk's growth
             new = max(0, cumulative - self.seen)
+            self.cumulative = True
         else:
             new = 1 if text else 0
         self.seen += new
         self._stamp(payload.get("sim_model_t"), new)
         return new
+
+
+    def fast_event(self, data: bytes) -> int:
+        """Tokens carried by one event's payload, as `event` counts them, without decoding a plain one.
+
+        Plain: the stream has shown a cumulative count and no sim timestamps (``model_events`` is None only
+        once a token event came without one), and the event has a null finish reason (a usage-only chunk
+        has none) and no error. The count is the last ``"completion_tokens":`` key (in the JSON text it
+        cannot occur unescaped); anything else is decoded whole.
+        """
+        if (self.cumulative and self.model_events is None and (_FINISH_NULL[0] in data or _FINISH_NULL[1] in data)
+                and b'"error"' not in data):
+            at = data.rfind(b'"completion_tokens":')
+            m = _COUNT.match(data, at) if at >= 0 else None
+            if m is not None:
+                count = int(m.group(1))
+                if self.endpoint == "generate":
+                    new, self.seen = count - self.seen, count
+                else:
+                    new = max(0, count - self.seen)
+                    self.seen += new
+                    self.usage_behind = True
+                return new
+        return self.event(data)
+
+
+class ChunkReader:
+    """Raw reads of a stream, each with its arrival time, into the request's chunks (pure but for its state).
+
+    A read's bytes are split into events on bytes; events that completed in the same read arrived
+    together and make one chunk (its time, its tokens, its token-carrying events). Parsing follows the
+    stamp, never precedes it, and plain events are counted from their bytes (StreamParser.fast_event).
+    """
+
+    def __init__(self, parser: StreamParser) -> None:
+        self.parser = parser
+        self.tail = b""
+        self.times: list[float] = []
+        self.tokens: list[int] = []
+        self.events: list[int] = []  # token-carrying events per chunk (the self-check's events per read)
+        self.total = 0
+        self._generate = parser.endpoint == "generate"
+
+    def read(self, now: float, piece: bytes) -> None:
+        """One read that arrived at `now`. Raises MalformedEvent for an event that is not the endpoint's JSON."""
+        parts = (self.tail + piece if self.tail else piece).split(b"\n\n")
+        self.tail = parts.pop()
+        got = carrying = events = 0
+        for ev in parts:
+            data = ev[6:] if ev[:6] == b"data: " and b"\n" not in ev else sse_data(ev)
+            if not data or data == b"[DONE]":
+                continue
+            try:
+                new = self.parser.fast_event(data)
+            except (ValueError, TypeError, AttributeError) as exc:  # not the JSON event expected
+                raise MalformedEvent(f"malformed event after {self.total + got} tokens: "
+                                     f"{type(exc).__name__}: {exc}") from None
+            got += new
+            carrying += new > 0
+            events += 1
+        if got or (events and self._generate):
+            self.times.append(now)
+            self.tokens.append(got)
+            self.events.append(carrying)
+            self.total += got
 
 
 def token_times(times: list[float], tokens: list[int]) -> list[float]:

@@ -16,8 +16,9 @@ its share:
   ahead), from which every `start_s` and schedule is counted;
 - each row goes to the parent the moment its request ends, and the parent hands it to `on_row`
   as the one-process client does (same rows, same indices and ids; the order is the order rows
-  reach the parent). The parent merges the workers' send lateness and loop lag into one
-  `client_health`, which says how many workers ran (`workers`).
+  reach the parent). The parent merges the workers' timing into one `client_health` (`merge_health`:
+  lateness and loop lag over all; CPU, reads and bias of the worker that fared worst), which says how
+  many workers ran (`workers`).
 
 Workers never outlive the framework: they are daemonic children of the process that runs the
 launch, which stops them (SIGTERM, then SIGKILL) whenever it leaves `run_workers`, by a signal's
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from framework.core.workload import Endpoint, Plan, PlannedRequest, Workload
+from framework.execution.client.selfcheck import BIAS_METRICS, client_health
 
 AUTO = "auto"
 MAX_WORKERS = 256
@@ -246,8 +248,6 @@ def run_workers(plan: Plan, n: int, base_url: str, workload: Workload, endpoint:
     Returns the merged `client_health` (with `workers`). Raises WorkerError if a worker fails; a signal's
     exception (SystemExit, KeyboardInterrupt) passes on after every worker is stopped.
     """
-    from framework.execution.client.loops import client_health
-
     ctx = multiprocessing.get_context("spawn")  # no fork: the parent may hold threads (progress, watchdogs)
     loop_id = uuid.uuid4().hex[:16]
     shares: list[Share] = []
@@ -262,7 +262,8 @@ def run_workers(plan: Plan, n: int, base_url: str, workload: Workload, endpoint:
                                 requests=part))
     procs, conns = [], []
     measured: list[dict[str, Any]] = []
-    raws: list[dict[str, Any]] = []
+    raws: dict[int, dict[str, Any]] = {}
+    t_origin = 0.0
     try:
         for share in shares:
             mine, theirs = ctx.Pipe(duplex=True)
@@ -303,7 +304,7 @@ def run_workers(plan: Plan, n: int, base_url: str, workload: Workload, endpoint:
                             x.send(("start", t_origin))
                         started = True
                 elif tag == "done":
-                    raws.append(message[2])
+                    raws[k] = message[2]
                     del live[k]
                 else:
                     raise WorkerError(f"client worker {k} failed:\n{message[2]}")
@@ -311,9 +312,30 @@ def run_workers(plan: Plan, n: int, base_url: str, workload: Workload, endpoint:
         stop_workers(procs)
         for c in conns:
             c.close()
-    health = client_health([x for r in raws for x in r["lateness"]], [x for r in raws for x in r["loop_lag"]],
+    return merge_health([raws[k] for k in sorted(raws)], measured, t_origin)
+
+
+def merge_health(raws: list[dict[str, Any]], measured: list[dict[str, Any]], t_origin: float) -> dict[str, Any]:
+    """One launch's client health over its workers (pure): send lateness, loop lag, gaps and spans over every
+    worker's samples and rows; the self-check's CPU, reads and bias from the worker that fared worst (a worker
+    that fell behind biases the figures of its own streams, whatever the others did); the reasons of each.
+
+    `raws`: each worker's own `client_health` (``health``) and raw samples (``lateness``, ``loop_lag``)."""
+    healths = [r["health"] for r in raws]
+    merged = client_health([x for r in raws for x in r["lateness"]], [x for r in raws for x in r["loop_lag"]],
                            measured)
-    return {**health, "workers": n}
+    reasons = list(merged["reasons"])  # lateness and loop lag, over every worker's samples
+    for k, h in enumerate(healths):
+        reasons += [f"worker {k}: {why}" for why in h.get("reasons") or []
+                    if not why.startswith(("median send lateness", "median event-loop lag"))]
+    bias = {m: max((v for v in ((h.get("bias") or {}).get(m) for h in healths) if v is not None), default=None)
+            for m in BIAS_METRICS}
+    busiest = max(healths, key=lambda h: (h.get("cpu") or {}).get("busy") or 0.0)
+    most_reads = max(healths, key=lambda h: (h.get("events_per_read") or {}).get("mean") or 0.0)
+    cpu = None if busiest.get("cpu") is None else {**busiest["cpu"], "per_worker": [h.get("cpu") for h in healths]}
+    return {**merged, "cpu": cpu, "events_per_read": most_reads.get("events_per_read"), "bias": bias,
+            "saturated": any(h.get("saturated") for h in healths), "bottleneck": bool(reasons), "reasons": reasons,
+            "clock_origin_s": t_origin, "workers": len(raws)}
 
 
 def stop_workers(procs: list[Any], grace_s: float = STOP_GRACE_S) -> None:

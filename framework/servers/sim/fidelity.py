@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from framework.analysis.bias import could_move
 from framework.core import design as design_mod
 from framework.core.metrics import base_metric
 from framework.core.spec import Experiment, Hypothesis
@@ -57,22 +58,8 @@ def open_loop_mark(late: dict[str, float] | None) -> str | None:
 
 def decision_could_move(h: Hypothesis, prediction: dict[str, Any], bias: float) -> bool:
     """Would the interval, stretched by the bias of every condition in the ratio, reach a decision threshold
-    it does not reach now? A ratio of two conditions can be off by 2x the bias, a ratio of ratios by 4x."""
-    ci = prediction.get("ci")
-    if not ci or prediction.get("kind") == "launches":
-        return False
-    spec = next((p for p in h.predictions if p.id == prediction.get("id")), None)
-    if spec is None:
-        return True
-    n = 4 if prediction.get("kind") == "interaction" else 2
-    stretch = (1 + bias) ** n
-    lo, hi = float(ci[0]), float(ci[1])
-    thresholds = {1.0}
-    for attr in ("margin", "min_effect"):
-        value = getattr(spec, attr, None)
-        if value:
-            thresholds |= {1.0 + value, 1.0 - value, 1.0 / (1.0 + value)}
-    return any((lo / stretch <= t < lo) or (hi < t <= hi * stretch) for t in thresholds)
+    it does not reach now? (framework.analysis.bias.could_move, shared with the client's self-check)."""
+    return could_move(h, prediction, bias)
 
 
 def sim_clock_bias(h: Hypothesis, exp: Experiment, rows: list[dict[str, Any]]) -> dict[str, float]:

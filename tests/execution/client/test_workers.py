@@ -22,6 +22,7 @@ from framework.execution.client import run_workload, worker_count
 from framework.execution.client.workers import (
     AUTO,
     MAX_WORKERS,
+    merge_health,
     parse_workers,
     split_arrivals,
     split_streams,
@@ -131,3 +132,25 @@ def test_an_open_loop_sends_each_arrival_once_on_its_schedule_from_two_workers(t
         m1 = statistics.median(r[key] for r in one.values() if r["phase"] == "measured")
         m2 = statistics.median(r[key] for r in two.values() if r["phase"] == "measured")
         assert m2 == pytest.approx(m1, rel=0.1), key
+
+
+def test_the_launch_health_is_the_worst_workers_self_check_and_every_workers_samples():
+    def raw(busy: float, bias: float | None, saturated: bool, reasons: list[str], lateness: list[float]) -> dict:
+        health = {"cpu": {"thread_s": busy, "wall_s": 1.0, "busy": busy}, "bias": {"tpot_s": bias, "ttft_s": None},
+                  "saturated": saturated, "reasons": reasons, "events_per_read": {"mean": 1 + busy}}
+        return {"health": health, "lateness": lateness, "loop_lag": [1e-5] * 3}
+
+    calm = raw(0.2, 0.001, False, [], [0.0] * 4)
+    behind = raw(0.95, 0.2, True, ["the client's event loop was running ... 95%", "median send lateness 3.00 ms"],
+                 [0.003] * 4)
+    merged = merge_health([calm, behind], [], t_origin=12.5)
+    assert merged["workers"] == 2 and merged["saturated"] and merged["bottleneck"]
+    assert merged["bias"]["tpot_s"] == 0.2 and merged["bias"]["ttft_s"] is None
+    assert merged["cpu"]["busy"] == 0.95 and len(merged["cpu"]["per_worker"]) == 2
+    assert merged["events_per_read"]["mean"] == 1.95 and merged["clock_origin_s"] == 12.5
+    assert merged["send_lateness_wall_s"]["n"] == 8  # every worker's sends
+    # lateness is judged once over every worker's sends (median 1.5 ms here); the rest is each worker's own
+    assert merged["reasons"][0].startswith("median send lateness 1.50 ms")
+    assert merged["reasons"][1:] == ["worker 1: the client's event loop was running ... 95%"]
+    quiet = merge_health([calm, calm], [], t_origin=0.0)
+    assert not quiet["bottleneck"] and not quiet["saturated"] and quiet["reasons"] == []
