@@ -39,7 +39,10 @@ class _Row(BaseModel):
 
 
 class LaunchRow(_Row):
-    """One server launch (the unit of replication): did it start, and if not, why."""
+    """One server launch (the unit of replication): did it start, and if not, why.
+
+    A launch that started also says how many client worker processes measured it (`client_workers`, an extra
+    key since 0.3; framework.execution.client.workers)."""
 
     kind: Literal["launch"] = "launch"
     launch_id: str

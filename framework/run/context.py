@@ -27,6 +27,7 @@ class RunContext:
     sim_coverage: dict[str, Any] | None = None  # what the sim does not model here (backend=sim only)
     progress: bool = True
     report: bool = True
+    client_workers: int | str = 1  # `client.workers` (framework.execution.client.workers.worker_count per launch)
     ledger_writer: str = "job"  # "submitter": a sweep job on another process or node leaves it (run.handoff)
     extra: dict[str, Any] = field(default_factory=dict)
     machine: dict[str, Any] = field(default_factory=dict)  # this process's machine (framework.core.machine.identity)

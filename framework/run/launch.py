@@ -27,6 +27,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
     h, d = ctx.hypothesis, ctx.design
     cond = planned.condition
     workload = design_mod.workload_for(h, ctx.experiment, cond)
+    workers = client.worker_count(ctx.client_workers, workload)
     launch_id = f"{planned.launch_id}-a{attempt}"
     common = {"format": FORMAT, "launch_id": launch_id, "condition": cond.index, "levels": cond.levels}
     planned_fields = {**common, "replicate": planned.replicate, "block": planned.block, "attempt": attempt,
@@ -79,6 +80,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
         writer.write(LaunchRow(
             **planned_fields,
             ok=True, startup_s=startup, argv=argv, server_info=info, started=started, finished=now_iso(),
+            client_workers=workers,
         ).to_json())
 
         def on_row(index: int, warmup: bool, row: dict[str, Any]) -> None:
@@ -97,7 +99,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
         resolved = client.run_workload(
             base_url, workload, requests_n=d.requests, warmup=d.warmup, seed=planned.seed,
             time_scale=time_scale_of(ctx.backend, info), api_key=ctx.backend.api_key, on_row=on_row,
-            protocol=ctx.backend.effective_protocol, base_dir=ctx.hypothesis_path.parent,
+            protocol=ctx.backend.effective_protocol, base_dir=ctx.hypothesis_path.parent, workers=workers,
         )
         writer.write(WorkloadRow(**common, **resolved).to_json())
         health = resolved.get("client") or {}

@@ -172,7 +172,8 @@ def _launches_per_condition(rows: list[dict[str, Any]]) -> dict[str, int]:
     return out
 
 def _attempts_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return {r["launch_id"]: {"attempt": r.get("attempt", 1), "reused_from": r.get("reused_from")}
+    return {r["launch_id"]: {"attempt": r.get("attempt", 1), "reused_from": r.get("reused_from"),
+                             **({"client_workers": r["client_workers"]} if "client_workers" in r else {})}
             for r in Trials(rows).of_kind("launch")}
 
 def _server_summary(info: dict[str, Any] | None) -> dict[str, Any] | None:

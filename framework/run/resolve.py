@@ -22,6 +22,7 @@ from framework.errors import BackendConfigError, ConfigError, SpecError
 from framework.execution import adapters
 from framework.execution.backends import Backend, BackendSettings
 from framework.execution.backends import check as check_backend
+from framework.execution.client.workers import parse_workers
 from framework.records import ledger
 from framework.records.trials import read_trials
 from framework.run.compose import compose, sweep_variants
@@ -41,6 +42,7 @@ class Resolved:
     design: Design
     coverage: dict[str, Any] | None  # what the simulator does not model here (simulated backends only)
     wall_time: walltime.WallTime  # the floor of its wall time (open-loop schedules), printed before a long run
+    client_workers: int | str = 1  # `client.workers`: N or auto (framework.execution.client.workers)
 
 
 def project_root() -> Path | None:
@@ -151,12 +153,22 @@ def resolve_config(cfg: DictConfig) -> Resolved:
         raise ConfigError("command line", "allow_long",
                           f"{walltime.describe(wall)}: more than {walltime.duration(walltime.LONG_RUN_S)}; add "
                           f"{walltime.ALLOW_LONG} to run it (or shorten duration_s, lower design.launches)")
+    workers = client_workers(cfg)
     coverage = None
     if backend.simulated:
         sim_cfg = cfg.get("sim") or {}
         coverage = coverage_or_refuse(h, h_path, exp, backend.table, allow=bool(sim_cfg.get("allow_unmodelled", False)))
     return Resolved(hypothesis=h, hypothesis_path=h_path, experiment=exp, backend=backend, design=d, coverage=coverage,
-                    wall_time=wall)
+                    wall_time=wall, client_workers=workers)
+
+
+def client_workers(cfg: DictConfig) -> int | str:
+    """`client.workers`, checked: a whole number of worker processes, or auto."""
+    client_cfg = cfg.get("client") or {}
+    try:
+        return parse_workers(client_cfg.get("workers", 1))
+    except ValueError as exc:
+        raise ConfigError("command line", "client.workers", str(exc)) from None
 
 
 ALLOW_UNMODELLED = "sim.allow_unmodelled=true"

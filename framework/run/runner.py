@@ -57,7 +57,7 @@ def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunConte
         design=r.design, ledger=ledger_path, run_dir=run_dir,
         config=OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
         resume=resume, resume_also=[resume_dir(p, run_dir) for p in dirs[1:]],
-        allow_amend=bool(cfg.allow_amend), sim_coverage=r.coverage,
+        allow_amend=bool(cfg.allow_amend), sim_coverage=r.coverage, client_workers=r.client_workers,
         progress=bool(cfg.progress) and sys.stdout.isatty(), report=bool(cfg.report),
         ledger_writer="submitter" if submitter_appends(hydra_cfg) else "job",
         machine=environment.machine_identity((cfg.get("machine") or {}).get("label")),

@@ -14,7 +14,8 @@ One concept per module:
 - `loops`: the closed and open loops on one event loop, measuring the client's own timing;
 - `selfcheck`: from those, whether the client fell behind and by how much its figures may be off;
 - `server`: what the server says about itself (info, served model, Prometheus counters);
-- `plan`: the launch's plan, with the workload's dataset read from disk.
+- `plan`: the launch's plan, with the workload's dataset read from disk;
+- `workers`: the same loops on N worker processes sharing one schedule and one clock (`client.workers`).
 
 This package re-exports the names its callers use, so they import from `framework.execution.client`.
 """
@@ -30,6 +31,8 @@ from framework.execution.client.request import (
 from framework.execution.client.selfcheck import client_health
 from framework.execution.client.server import server_info, server_metrics
 from framework.execution.client.stream import sse_data, summarize_stream, token_times
+from framework.execution.client.workers import worker_count
 
 __all__ = ["client_health", "generate_body", "measure_request", "prompt_ids", "request_body", "resolve_plan",
-           "run_workload", "server_info", "server_metrics", "sse_data", "summarize_stream", "token_times"]
+           "run_workload", "server_info", "server_metrics", "sse_data", "summarize_stream", "token_times",
+           "worker_count"]

@@ -96,7 +96,9 @@ class _LoopLag:
 
 async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endpoint, model: str | None,
                    time_scale: float, headers: dict[str, str] | None,
-                   on_row: Callable[[int, bool, dict[str, Any]], None]) -> dict[str, Any]:
+                   on_row: Callable[[int, bool, dict[str, Any]], None], share: Any = None) -> dict[str, Any]:
+    """`share` (framework.execution.client.workers.Share): this process is one of several workers; it runs its
+    part of the plan from the shared start and returns its raw timing for the parent's `client_health`."""
     import aiohttp
 
     lag = _LoopLag()
@@ -111,7 +113,7 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
     encoded = {req.index: json.dumps(request_body(endpoint, req.prompt, req.output_tokens, workload, model),
                                      separators=(",", ":")).encode() for req in plan.requests}
 
-    loop_id = uuid.uuid4().hex[:16]
+    loop_id = share.loop_id if share is not None else uuid.uuid4().hex[:16]  # one loop, whichever process sends
 
     async def one(session: aiohttp.ClientSession, req: PlannedRequest, more: bool = False,
                   scheduled_s: float | None = None, send_lateness_wall_s: float | None = None) -> None:
@@ -133,21 +135,25 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
         on_row(req.index, req.phase != "measured", row)
 
     async with aiohttp.ClientSession(connector=connector) as session:
-        await _open_connections(session, base_url, headers, min(len(plan.requests), plan.concurrency or 16, 256))
-        t_origin = time.perf_counter()
+        pool = min(len(plan.requests), plan.concurrency or 16, 256) if share is None else share.connections
+        await _open_connections(session, base_url, headers, pool)
+        t_origin = time.perf_counter() if share is None else await share.start()
         cpu0 = (time.thread_time(), time.process_time(), _run_queue_s())
         if plan.mode == "closed":
-            await _closed_loop(plan, session, one)
+            await _closed_loop(plan, session, one, **({} if share is None else share.closed_loop()))
         else:
-            await _open_loop(plan, session, one, time_scale, t_origin, lateness)
+            await _open_loop(plan, session, one, time_scale, t_origin, lateness,
+                             requests=None if share is None else share.requests)
         cpu = {"thread_s": time.thread_time() - cpu0[0], "process_s": time.process_time() - cpu0[1],
                "wall_s": time.perf_counter() - t_origin}
         waited = _run_queue_s()
         if waited is not None and cpu0[2] is not None:
             cpu["run_queue_s"] = waited - cpu0[2]
     await lag.stop()
-    return {**client_health(lateness, lag.samples, rows, cpu=cpu, reads=reads),
-            "clock_origin_s": t_origin}
+    health = {**client_health(lateness, lag.samples, rows, cpu=cpu, reads=reads), "clock_origin_s": t_origin}
+    if share is not None:  # a worker: its own health, and the raw timing the parent merges over every worker
+        return {"health": health, "lateness": lateness, "loop_lag": lag.samples}
+    return health
 
 
 def _run_queue_s() -> float | None:
@@ -181,48 +187,76 @@ def _model_start(result: RequestResult, origin: dict[str, float]) -> float | Non
     return round(float(arrival), 7)
 
 
-async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
-    """`concurrency` streams; each sends its next request when the last ends, until every measured one has ended."""
-    pending = iter(plan.requests)
-    taken = 0
-    measured_left = plan.measured
-    window_over = asyncio.Event()
-    if measured_left == 0:
-        window_over.set()
+class Streams:
+    """Which request a closed loop's stream sends next, and when the measured window is over (one process).
 
-    reserved = 0  # requests left in the plan that a stream has announced it takes next
+    `take` hands out the plan's requests in order: a stream that announced its next request (`mine`)
+    takes one of those reserved; another takes one only while some request is not another stream's.
+    framework.execution.client.workers.SharedStreams is the same over shared memory, for several workers.
+    """
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.position = 0  # the next request of the plan (its index)
+        self.taken = 0
+        self.reserved = 0  # requests left in the plan that a stream has announced it takes next
+        self.measured_left = plan.measured
+        self.window_over = asyncio.Event()
+        if self.measured_left == 0:
+            self.window_over.set()
+
+    def take(self, mine: bool) -> tuple[int, bool] | None:
+        """(the request's index, whether its stream announces another), or None: this stream is done."""
+        n = len(self.plan.requests)
+        if mine:  # this stream announced its next request: it takes one of the reserved
+            self.reserved -= 1
+        elif self.taken + self.reserved >= n:  # every request left is another stream's
+            return None
+        index = self.position
+        self.position += 1
+        if self.plan.requests[index].phase == "cooldown" and self.window_over.is_set():
+            return None
+        self.taken += 1
+        # another request follows this stream's the moment it ends while the plan has one no other stream
+        # has announced (an announced successor that never came would hold the sim's clock)
+        mine = self.taken + self.reserved < n
+        self.reserved += mine
+        return index, mine
+
+    def measured_done(self) -> None:
+        self.measured_left -= 1
+        if self.measured_left == 0:
+            self.window_over.set()
+
+    async def wait_window_over(self) -> None:
+        await self.window_over.wait()
+
+
+async def _closed_loop(plan: Plan, session: Any, one: Callable, state: Any = None, streams: int | None = None) -> None:
+    """`concurrency` streams; each sends its next request when the last ends, until every measured one has ended.
+
+    `state` (default: this process's `Streams`) and `streams` (default: the plan's) are a worker's share."""
+    state = Streams(plan) if state is None else state
 
     async def stream() -> None:
-        nonlocal measured_left
-        nonlocal taken
-        nonlocal reserved
         mine = False
         while True:
-            if mine:  # this stream announced its next request: it takes one of the reserved
-                reserved -= 1
-            elif taken + reserved >= len(plan.requests):  # every request left is another stream's
+            got = state.take(mine)
+            if got is None:
                 return
-            req = next(pending)
-            if req.phase == "cooldown" and window_over.is_set():
-                return
-            taken += 1
-            # another request follows this stream's the moment it ends while the plan has one no other stream
-            # has announced (an announced successor that never came would hold the sim's clock)
-            mine = taken + reserved < len(plan.requests)
-            reserved += mine
+            index, mine = got
+            req = plan.requests[index]
             await one(session, req, more=mine)
             task = asyncio.current_task()
             if task is not None and task.cancelling():  # cancelled (the request recorded it): no next request
                 return
             if req.phase == "measured":
-                measured_left -= 1
-                if measured_left == 0:
-                    window_over.set()
+                state.measured_done()
 
-    tasks = [asyncio.ensure_future(stream()) for _ in range(plan.concurrency or 1)]
-    waiter = asyncio.ensure_future(window_over.wait())
+    tasks = [asyncio.ensure_future(stream()) for _ in range(streams or plan.concurrency or 1)]
+    waiter = asyncio.ensure_future(state.wait_window_over())
     await asyncio.wait([waiter, asyncio.gather(*tasks, return_exceptions=True)], return_when=asyncio.FIRST_COMPLETED)
-    if window_over.is_set():  # cool-downs whose last chunk came with the last measured one's end as they did,
+    if waiter.done():  # cool-downs whose last chunk came with the last measured one's end as they did,
         await asyncio.wait(tasks, timeout=COOLDOWN_GRACE_S)  # not by whether their read came before the cancel
     for t in tasks:  # the measured window is over: cancel the cool-down requests still in flight
         t.cancel()
@@ -231,8 +265,9 @@ async def _closed_loop(plan: Plan, session: Any, one: Callable) -> None:
 
 
 async def _open_loop(plan: Plan, session: Any, one: Callable, time_scale: float, t_origin: float,
-                     lateness: list[float]) -> None:
-    """Send each request at its scheduled time (model seconds / time_scale after the start)."""
+                     lateness: list[float], requests: list[PlannedRequest] | None = None) -> None:
+    """Send each request (of `requests`, a worker's share; default the plan's) at its scheduled time (model
+    seconds / time_scale after the start)."""
     limit = asyncio.Semaphore(plan.concurrency) if plan.concurrency else None
     tasks = []
 
@@ -247,7 +282,7 @@ async def _open_loop(plan: Plan, session: Any, one: Callable, time_scale: float,
             if limit is not None:
                 limit.release()
 
-    for req in plan.requests:
+    for req in plan.requests if requests is None else requests:
         target = t_origin + (req.send_at_s or 0.0) / time_scale
         delay = target - time.perf_counter()
         if delay > SPIN_BEFORE_SEND_S:
@@ -287,6 +322,7 @@ def run_workload(
     endpoint: Endpoint | None = None,
     model: str | None = None,
     base_dir: Path | None = None,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Execute the launch's workload plan against a running server; returns what the record keeps.
 
@@ -295,12 +331,23 @@ def run_workload(
     (default: the first id the server lists). `on_row(index, unanalysed, row)` is called the
     moment a request ends (warm-up and cool-down rows have `unanalysed` true and their `phase`);
     the caller writes it at once. Returns the resolved workload (seed, schedule hash, dataset
-    sha256 and rows) and the client's own timing health.
+    sha256 and rows) and the client's own timing health. `workers` > 1 runs the plan on that many
+    processes (framework.execution.client.workers; at most one per closed-loop stream); the health says
+    how many ran (`workers`).
     """
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
     ep: Endpoint = endpoint or endpoint_of(workload, protocol)
     if ep != "generate" and model is None:
         model = served_model(base_url, headers)
     plan = resolve_plan(workload, requests_n=requests_n, warmup=warmup, seed=seed, base_dir=base_dir)
-    health = asyncio.run(_execute(plan, base_url, workload, ep, model, time_scale, headers, on_row))
+    # an open loop's cap in flight is one semaphore in send order: one process (workers.worker_count)
+    n = 1 if plan.mode == "open" and plan.concurrency else min(workers, plan.concurrency or len(plan.requests),
+                                                                len(plan.requests))
+    if n > 1:
+        from framework.execution.client.workers import run_workers
+
+        health = run_workers(plan, n, base_url, workload, ep, model, time_scale, headers, on_row)
+    else:
+        health = {**asyncio.run(_execute(plan, base_url, workload, ep, model, time_scale, headers, on_row)),
+                  "workers": 1}
     return {**plan.resolved, "endpoint": ep, "model": model, "client": health}
