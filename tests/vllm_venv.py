@@ -12,6 +12,9 @@ from cli_helpers import ROOT
 VENV = Path(os.environ.get("FRAMEWORK_VLLM_VENV", Path.home() / ".cache" / "framework" / "vllm-venv"))
 PYTHON = VENV / "bin" / "python"
 HAS_VLLM = PYTHON.exists() and any((VENV / "lib").glob("python3*/site-packages/vllm/entrypoints/openai/api_server.py"))
+# .ci/vllm.sh writes why vLLM's build cannot run on this CPU (it dies with an illegal instruction)
+UNUSABLE = VENV / ".framework-unusable"
+CANNOT_RUN = UNUSABLE.read_text(encoding="utf-8").strip() if UNUSABLE.is_file() else None
 
 
 def generate_tiny_hf(path: Path, seed: int = 0) -> dict[str, str]:
@@ -27,5 +30,6 @@ TIER = [
     pytest.mark.vllm,
     pytest.mark.skipif(not HAS_VLLM, reason=f"no vLLM venv at {VENV} (run `bash .ci/vllm.sh`, or set "
                                             "FRAMEWORK_VLLM_VENV)"),
+    pytest.mark.skipif(CANNOT_RUN is not None, reason=f"{CANNOT_RUN} (.ci/vllm.sh)"),
 ]
 
