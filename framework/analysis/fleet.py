@@ -21,7 +21,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from framework.analysis import machines
-from framework.analysis.planning import Comparison, comparison
+from framework.analysis.planning import Comparison, comparison, smallest_with_power
 from framework.analysis.rows import group_rows
 from framework.analysis.ruleset import RULESETS
 from framework.core.design import conditions
@@ -63,18 +63,7 @@ def machines_needed(comp: Comparison, *, var_effect: float, var_launch: float, n
     def pw(m: int) -> float:
         return power_machines(comp, m=m, var_effect=var_effect, var_launch=var_launch, n=n, a=a)
 
-    if pw(max_m) < power:
-        return None, pw(max_m)
-    lo, hi = 2, max_m
-    if pw(lo) >= power:
-        return lo, pw(lo)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if pw(mid) >= power:
-            hi = mid
-        else:
-            lo = mid
-    return hi, pw(hi)
+    return smallest_with_power(pw, 2, max_m, power)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import Any, Iterable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 import numpy as np
 
@@ -124,10 +124,15 @@ def launches_needed(rule: str, *, effect_log: float, var_cells: list[float], wei
             if p >= power:
                 return n, p
         lo = min(50, max_n)
-    top = pw(max_n)
+    return smallest_with_power(pw, lo, max_n, power)
+
+
+def smallest_with_power(pw: Callable[[int], float], lo: int, hi: int, power: float) -> tuple[int | None, float]:
+    """The smallest k in [lo, hi] with pw(k) >= power, for a power that grows with k (a bisection); None and
+    the power at `hi` when even `hi` falls short. Launches per condition and machines per fleet both use it."""
+    top = pw(hi)
     if top < power:
         return None, top
-    hi = max_n
     if pw(lo) >= power:
         return lo, pw(lo)
     while hi - lo > 1:

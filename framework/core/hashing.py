@@ -9,7 +9,9 @@ the records layer (execution and records are sibling layers).
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
+from typing import Any
 
 
 def sha256_file(path: str | Path) -> str:
@@ -19,3 +21,14 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def json_finite(obj: Any) -> Any:
+    """JSON has no NaN/inf; store them as null so every reader parses the line and hashes agree."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): json_finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_finite(v) for v in obj]
+    return obj

@@ -36,7 +36,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import math
 import os
 import threading
 from dataclasses import dataclass
@@ -46,13 +45,12 @@ from typing import Any, Iterator
 from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
+from framework.core.hashing import json_finite
 from framework.core.hashing import sha256_file as sha256_file  # re-exported: its callers import it from here
 from framework.errors import LedgerError
 
 DEFAULT_LEDGER = "verdicts.jsonl"
 GENESIS = "0" * 64
-
-
 
 
 @dataclass(frozen=True)
@@ -80,17 +78,6 @@ class Problem:
 # --------------------------------------------------------------------------- pure: hashing
 
 
-def _finite(obj: Any) -> Any:
-    """JSON has no NaN/inf; store them as null so every reader parses the line and hashes agree."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
 def canonical_json(record: dict[str, Any]) -> str:
     return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
@@ -104,7 +91,7 @@ def record_hash(record: dict[str, Any]) -> str:
 def to_dict(record: dict[str, Any] | BaseModel) -> dict[str, Any]:
     if isinstance(record, BaseModel):
         record = record.model_dump(mode="json", by_alias=True)
-    return _finite(dict(record))
+    return json_finite(dict(record))
 
 
 def seal(record: dict[str, Any] | BaseModel, prev_hash: str) -> dict[str, Any]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import warnings
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -36,7 +35,7 @@ from rich.markup import escape
 
 from framework.analysis import search as an
 from framework.core import design as design_mod
-from framework.core.hashing import sha256_file
+from framework.core.hashing import json_finite, sha256_file
 from framework.core.spec import Experiment, Hypothesis, validate_model
 from framework.errors import BackendConfigError, ConfigError, SpecError, StorageError
 from framework.execution.backends import BackendSettings
@@ -305,16 +304,6 @@ def explore(setup: SearchSetup, ctx: RunContext, writer: TrialsWriter, progress:
 # --------------------------------------------------------------------------- the summary
 
 
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
 def summarize(setup: SearchSetup, explored: Explored, search_id: str) -> dict[str, Any]:
     """search.json's content: every candidate, the front, the chosen, the cost, the estimates."""
     h, s = setup.hypothesis, setup.hypothesis.search
@@ -355,7 +344,7 @@ def summarize(setup: SearchSetup, explored: Explored, search_id: str) -> dict[st
         cap = capacity_mod.slo_capacity([capacity_mod.LoadLevel(load, vals) for load, vals in ladder["rungs"]],
                                         ladder["threshold"], ladder["op"], alpha=alpha)
         capacity.append({k: v for k, v in ladder.items() if k != "rungs"} | asdict(cap))
-    return _finite({
+    return json_finite({
         "schema": "framework.search/1",
         "id": search_id,
         "hypothesis": h.name,
