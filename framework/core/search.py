@@ -153,23 +153,13 @@ class Objective(_Strict):
         return value
 
 
-class Goal(_Strict):
+class Goal(Objective):
     """What the search looks for: the best `metric` in `direction` among the candidates meeting every
     constraint; with `pareto_with`, the front of the two metrics (the winner is the front's best in
     `metric` among those meeting the constraints)."""
 
-    metric: str
-    direction: Literal["maximize", "minimize"]
     constraints: list[str] = []
     pareto_with: Objective | None = None
-
-    @field_validator("metric")
-    @classmethod
-    def _known(cls, value: str) -> str:
-        problem = check_metric(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
     @field_validator("constraints")
     @classmethod
