@@ -346,7 +346,7 @@ def run_workload(
     if n > 1:
         from framework.execution.client.workers import run_workers
 
-        health = run_workers(plan, n, base_url, workload, ep, model, time_scale, headers, on_row)
+        health = run_workers(plan, n, base_url, workload, ep, model, time_scale, headers, on_row, _execute)
     else:
         health = {**asyncio.run(_execute(plan, base_url, workload, ep, model, time_scale, headers, on_row)),
                   "workers": 1}

@@ -216,14 +216,15 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _worker_main(conn: Any, parent: int, share: Share, plan: Plan, base_url: str, workload: Workload,
-                 endpoint: Endpoint, model: str | None, time_scale: float, headers: dict[str, str] | None) -> None:
-    """A worker process: run its share of the plan, each row to the parent as its request ends."""
+                 endpoint: Endpoint, model: str | None, time_scale: float, headers: dict[str, str] | None,
+                 execute: Callable[..., Any]) -> None:
+    """A worker process: run its share of the plan with `execute` (the one-process client's coroutine,
+    framework.execution.client.loops, passed in so this module does not import it back), each row to the
+    parent as its request ends."""
     _die_with_parent(parent)
-    from framework.execution.client.loops import _execute
-
     share.conn, share.plan = conn, plan
     try:
-        raw = asyncio.run(_execute(plan, base_url, workload, endpoint, model, time_scale, headers,
+        raw = asyncio.run(execute(plan, base_url, workload, endpoint, model, time_scale, headers,
                                    lambda index, unanalysed, row: conn.send(("row", index, unanalysed, row)),
                                    share=share))
         conn.send(("done", share.worker, raw))
@@ -242,7 +243,7 @@ class WorkerError(RuntimeError):
 
 def run_workers(plan: Plan, n: int, base_url: str, workload: Workload, endpoint: Endpoint, model: str | None,
                 time_scale: float, headers: dict[str, str] | None,
-                on_row: Callable[[int, bool, dict[str, Any]], None]) -> dict[str, Any]:
+                on_row: Callable[[int, bool, dict[str, Any]], None], execute: Callable[..., Any]) -> dict[str, Any]:
     """Execute `plan` on `n` worker processes; `on_row` is called here, in this process, for every row.
 
     Returns the merged `client_health` (with `workers`). Raises WorkerError if a worker fails; a signal's
@@ -269,7 +270,7 @@ def run_workers(plan: Plan, n: int, base_url: str, workload: Workload, endpoint:
             mine, theirs = ctx.Pipe(duplex=True)
             p = ctx.Process(target=_worker_main, name=f"client-worker-{share.worker}", daemon=True,
                             args=(theirs, os.getpid(), share, plan, base_url, workload, endpoint, model, time_scale,
-                                  headers))
+                                  headers, execute))
             p.start()
             theirs.close()
             procs.append(p)
