@@ -91,6 +91,8 @@ def launch_machines(rows: Iterable[dict[str, Any]]) -> dict[str, str]:
     """
     env: dict[str, Any] | None = None
     out: dict[str, str] = {}
+    weak: dict[str, str | None] = {}  # launches told only by a host (an environment row without GPU UUIDs) or not
+    named: dict[str, set[str]] = {}  # host -> the ids that launch rows' own `machine` fields give it
     for r in rows:
         kind = r.get("kind")
         if kind == "environment":
@@ -98,17 +100,30 @@ def launch_machines(rows: Iterable[dict[str, Any]]) -> dict[str, str]:
             continue
         if kind != "launch" or r.get("launch_id") is None:
             continue
+        lid = str(r["launch_id"])
         own = r.get("machine")
         if isinstance(own, dict) and own.get("id"):
-            out[str(r["launch_id"])] = str(own["id"])
+            out[lid] = str(own["id"])
+            named.setdefault(str(own.get("host")), set()).add(out[lid])
             continue
         used = server_gpus(r.get("server_info"))
         if used:
-            out[str(r["launch_id"])] = machine_id(None, None, [g["uuid"] for g in used])
+            out[lid] = machine_id(None, None, [g["uuid"] for g in used])
         elif env is not None:
-            out[str(r["launch_id"])] = _from_environment(env)
+            out[lid] = _from_environment(env)
+            uuids = [g.get("uuid") for g in env.get("gpus") or [] if isinstance(g, dict)]
+            if not env.get("machine_id") and not any(uuids):
+                weak[lid] = str(env.get("host"))
         else:
-            out[str(r["launch_id"])] = UNKNOWN
+            out[lid], weak[lid] = UNKNOWN, None
+    # A launch written before rows named their machine (an older framework's, reused by a resume) is not a
+    # machine of its own: it joins the one machine its host's rows name, or, told by nothing, the one machine
+    # of the whole file. Where that is not one machine, it stays apart.
+    known = {v for k, v in out.items() if k not in weak}
+    for lid, host in weak.items():
+        ids = named.get(host, set()) if host is not None else known
+        if len(ids) == 1:
+            out[lid] = next(iter(ids))
     return out
 
 

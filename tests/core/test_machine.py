@@ -44,6 +44,19 @@ def test_a_launch_names_its_machine_by_its_own_field_then_its_servers_gpus_then_
     assert got["c0-r1-a1"] not in (machine.UNKNOWN, got["c0-r4-a1"])
 
 
+def test_a_launch_an_older_framework_wrote_joins_the_one_machine_its_host_or_its_file_names():
+    me = machine.identity("box", "AMD EPYC", [])
+    old = [{"kind": "launch", "launch_id": "c0-r0-a1"}]  # 0.1: no environment row, no machine field
+    env = [{"kind": "environment", "host": "box", "machine": "x86_64"},  # 0.2: a host, no machine id
+           {"kind": "launch", "launch_id": "c0-r1-a1"}]
+    new = [{"kind": "launch", "launch_id": "c0-r2-a1", "machine": me}]
+    got = machine.launch_machines(old + env + new)
+    assert set(got.values()) == {me["id"]}  # one machine, as it was: a resume of an old run on this host
+    other = {"kind": "launch", "launch_id": "c0-r3-a1", "machine": machine.identity("box2", "AMD EPYC", [])}
+    got = machine.launch_machines(old + env + new + [other])
+    assert got["c0-r0-a1"] == machine.UNKNOWN and got["c0-r1-a1"] == me["id"]  # two machines: by host only
+
+
 def test_the_server_gpus_replace_the_hosts_in_a_launchs_machine():
     host = machine.identity("vm", "AMD", [{"uuid": "GPU-a", "name": "H200"}, {"uuid": "GPU-b", "name": "H200"}])
     used = machine.with_server_gpus(host, {"hardware": {"gpus": [{"uuid": "GPU-b", "name": "H200"}]}})
