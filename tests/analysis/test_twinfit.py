@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from framework.analysis import twinfit
 from framework.core.twin import TwinConfig, blank
@@ -61,6 +62,7 @@ def test_one_stream_one_prompt_leaves_batch_and_prompt_costs_unidentified_and_pr
     assert same["tpot_s"]["low"] < same["tpot_s"]["mean"] < same["tpot_s"]["high"]
 
 
+@pytest.mark.e2e  # many fits: the e2e tier
 def test_speculation_on_and_off_identifies_its_overhead_and_accept_length():
     flags = [[], ["--speculative-algorithm", "EAGLE3"]]
     fit = twinfit.fit(_launches(SGLANG, "sglang", _grid("sglang", flags)), twin_predict, engine="sglang")
@@ -69,6 +71,7 @@ def test_speculation_on_and_off_identifies_its_overhead_and_accept_length():
         assert p.identifiable and abs(p.estimate - SGLANG[n]) <= 2.58 * p.se, (n, p.estimate, p.se)
 
 
+@pytest.mark.e2e  # a coverage calibration over many fits: the e2e tier
 def test_intervals_cover_new_launches_at_held_out_configurations():
     """Over six seeded pilots (a single pilot's noise estimate is rough: 8 df), the 90% intervals of new launches
     at configurations no pilot ran cover about 90% of them."""

@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 from cli_helpers import ROOT, framework
 
@@ -53,6 +54,7 @@ def test_fit_refuses_bad_input_in_one_line(workdir: Path) -> None:
     assert not (workdir / "twin.yaml").exists()
 
 
+@pytest.mark.e2e  # two fits through the CLI: the e2e tier
 def test_fit_joins_pilots_of_one_engine_only(workdir: Path) -> None:
     other = workdir / "other"
     shutil.copytree(PILOT, other)
