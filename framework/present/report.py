@@ -581,7 +581,12 @@ def build(path: Path) -> tuple[str, list[Block], Path, str]:
 
 def write_report(path: str | Path) -> list[Path]:
     """Write `<stem>.md`, `<stem>.html` (self-contained) and the Markdown's PNG figures; return their paths."""
-    title, blocks, out_dir, stem = build(Path(path))
+    return write_pages(*build(Path(path)))
+
+
+def write_pages(title: str, blocks: list[Any], out_dir: Path, stem: str) -> list[Path]:
+    """A report's blocks as `<stem>.md`, `<stem>.html` (self-contained) and the Markdown's PNG figures (a run's
+    report and a search's both)."""
     figures = [b for b in blocks if isinstance(b, Figure)]
     fig_dir = f"{stem}_figures" if stem != "report" else FIG_DIR
     written: list[Path] = []

@@ -15,7 +15,6 @@ from typing import Any
 from framework.errors import ReportError
 from framework.present import format as fmt
 from framework.present.report import (
-    FIG_DIR,
     Banner,
     Block,
     Figure,
@@ -26,8 +25,7 @@ from framework.present.report import (
     _png,
     _read_rows,
     record_blocks,
-    render_html,
-    render_markdown,
+    write_pages,
 )
 from framework.records.trials import read_json_object
 
@@ -144,17 +142,4 @@ def build_search(path: Path) -> tuple[str, list[Block], Path, str]:
 
 def write_search_report(path: str | Path) -> list[Path]:
     """report.md, report.html (self-contained) and the Markdown's figures in the search directory."""
-    title, blocks, out_dir, stem = build_search(Path(path))
-    written: list[Path] = []
-    figures = [b for b in blocks if isinstance(b, Figure)]
-    if figures:
-        (out_dir / FIG_DIR).mkdir(exist_ok=True)
-        for f in figures:
-            p = out_dir / FIG_DIR / f"{f.name}.png"
-            p.write_bytes(f.png)
-            written.append(p)
-    md = out_dir / f"{stem}.md"
-    md.write_text(render_markdown(blocks, FIG_DIR), encoding="utf-8")
-    page = out_dir / f"{stem}.html"
-    page.write_text(render_html(title, blocks), encoding="utf-8")
-    return [md, page, *written]
+    return write_pages(*build_search(Path(path)))
