@@ -20,14 +20,12 @@ from typing import Any, Iterable
 from framework.analysis import rules
 from framework.analysis.verdicts import distinct_rows
 from framework.core.spec import Hypothesis, check_hypothesis, parse_yaml, validate_model
+from framework.core.tolerance import close, close_list
 from framework.core.trials import parse_trials
 from framework.errors import SpecError
 from framework.records import ledger
 from framework.records import search_audit as search_problems
 from framework.records.ledger import Problem
-
-REL_TOL = 1e-9
-ABS_TOL = 1e-300  # only so that exact zeros compare equal
 
 
 @dataclass
@@ -60,22 +58,6 @@ class AuditReport:
 # --------------------------------------------------------------------------- pure helpers
 
 
-def _close(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    try:
-        fa, fb = float(a), float(b)
-    except (TypeError, ValueError):
-        return a == b
-    if math.isnan(fa) or math.isnan(fb):
-        return math.isnan(fa) and math.isnan(fb)
-    return math.isclose(fa, fb, rel_tol=REL_TOL, abs_tol=ABS_TOL)
-
-
-def _close_list(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=False))
 
 
 def _later(a: Any, b: Any, slack_s: float = 1.0) -> bool:
@@ -109,9 +91,9 @@ def compare(record: dict[str, Any], analysis: Any) -> list[str]:
         if s.get("verdict") != r.get("verdict"):
             out.append(f"prediction {pid!r}: verdict recorded {s.get('verdict')!r}, recomputed {r.get('verdict')!r}")
         for key in ("estimate", "p_value"):
-            if not _close(s.get(key), r.get(key)):
+            if not close(s.get(key), r.get(key)):
                 out.append(f"prediction {pid!r}: {key} recorded {s.get(key)!r}, recomputed {r.get(key)!r}")
-        if not _close_list(s.get("ci"), r.get("ci")):
+        if not close_list(s.get("ci"), r.get("ci")):
             out.append(f"prediction {pid!r}: ci recorded {s.get('ci')!r}, recomputed {r.get('ci')!r}")
     recomputed_c = {json.dumps(c["levels"], sort_keys=True): c for c in got.get("conditions", [])}
     for c in record.get("conditions", []):
@@ -123,7 +105,7 @@ def compare(record: dict[str, Any], analysis: Any) -> list[str]:
         launches = c.get("launches") or {}
         if {k: launches.get(k) for k in ("ok", "failed")} != {k: r["launches"].get(k) for k in ("ok", "failed")}:
             out.append(f"condition {label}: launches recorded {launches}, recomputed {r['launches']}")
-        if "mean" in (c.get("metric") or {}) and not _close(c["metric"]["mean"], r["metric"].get("mean")):
+        if "mean" in (c.get("metric") or {}) and not close(c["metric"]["mean"], r["metric"].get("mean")):
             out.append(f"condition {label}: metric mean recorded {c['metric']['mean']!r}, "
                        f"recomputed {r['metric'].get('mean')!r}")
     return out

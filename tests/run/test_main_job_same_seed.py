@@ -3,7 +3,9 @@
 `python -m framework run hypothesis=eagle3_allreduce design.seed=1`, through real sim processes and
 HTTP, against the figures the code at 08a34bb produced for that seed (four runs there repeated them
 bit for bit: the sim's figures come from its model clock, which the machine's load does not move
-in a single-stream run). Recorded in tests/fixtures/pre_redesign/expected.json.
+in a single-stream run). Compared within audit's relative 1e-9 (framework.core.tolerance): another CPU's
+BLAS kernels (AVX-512) or a newer numpy/scipy move the 15th-16th digit.
+Recorded in tests/fixtures/pre_redesign/expected.json.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 from cli_helpers import framework, ledger_records, no_servers_left
 
 from framework.analysis import rules
+from framework.core.tolerance import close, first_difference
 from framework.records import audit
 
 EXPECTED = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "pre_redesign" / "expected.json")
@@ -40,8 +43,8 @@ def test_the_main_job_repeats_its_estimates_for_seed_1(workdir: Path) -> None:
     got = {p["id"]: p for p in verdict["predictions"]}
     for pid, want in EXPECTED["predictions"].items():
         assert got[pid]["verdict"] == want["verdict"] == old[pid].verdict
-        assert old[pid].estimate == want["estimate"], pid  # the same trials as before the redesign, bit for bit
-        assert old[pid].ci == want["ci"], pid
-        assert old[pid].p_value == want["p_value"], pid
-        assert got[pid]["estimate"] == V2_ESTIMATES[pid], pid  # and today's rules repeat themselves
+        # the same trials as before the redesign, the same figures
+        assert first_difference([old[pid].estimate, old[pid].ci, old[pid].p_value],
+                                [want["estimate"], want["ci"], want["p_value"]]) is None, pid
+        assert close(got[pid]["estimate"], V2_ESTIMATES[pid]), pid  # and today's rules repeat themselves
     assert no_servers_left(workdir)
