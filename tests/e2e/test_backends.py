@@ -12,6 +12,8 @@ from cli_helpers import framework, ledger_records, no_servers_left, own_servers,
 
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
 
+pytestmark = pytest.mark.e2e  # whole runs over real processes, 2-5 s each: the e2e tier
+
 SINGLE = starts_hypothesis(
     "endpoint_smoke", "The running server starts and serves.", "rtx_pro_6000_tp8",
     launches=2, requests=2)

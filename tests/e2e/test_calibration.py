@@ -14,6 +14,8 @@ from framework.core.spec import Workload
 from framework.execution.client import run_workload
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
 
+pytestmark = pytest.mark.e2e  # the sim at real speed, 3-6 s a case: the e2e tier
+
 EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
           "--speculative-num-draft-tokens", "4"]
 FUSION = ["--enable-flashinfer-allreduce-fusion"]

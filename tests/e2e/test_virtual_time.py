@@ -22,7 +22,7 @@ from framework.core.spec import Workload
 from framework.execution.client import run_workload
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
 
-pytestmark = pytest.mark.slow  # speed-up 1 is real time
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # speed-up 1 is real time: the e2e tier
 
 FIGURES = ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s", "model_start_s", "sim_mean_batch")
 

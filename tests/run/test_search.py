@@ -84,6 +84,7 @@ def test_search_needs_a_search_block_and_run_refuses_a_search_only_file(workdir)
     assert not (workdir / "outputs").exists() and not (workdir / "verdicts.jsonl").exists()
 
 
+@pytest.mark.e2e  # a whole search and its confirmation, about 20 s
 def test_a_winner_chosen_on_noise_alone_is_not_confirmed_and_its_link_audits(workdir):
     """With topk 1 SGLang (and so the sim) sets the draft tokens to steps + 1: every candidate of this space is the
     same configuration, so whichever wins, wins on noise; the confirmation on fresh launches must not support a 5%
