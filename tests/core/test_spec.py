@@ -150,3 +150,12 @@ def test_launches_rate_is_a_probability_with_a_clear_error(tmp_path):
     path = write(tmp_path, text.replace("    expect: fails\n", "    expect: fails\n    rate: 0.9\n", 1))
     assert load_hypothesis(path).predictions[0].rate == 0.9
 
+
+@pytest.mark.parametrize("switch", [True, False])
+def test_design_sequential_true_in_yaml_means_what_the_command_line_form_means(tmp_path, switch):
+    """`design.sequential: true` in a file is `design.sequential.enabled: true`, as `design.sequential=true` is."""
+    h = load_hypothesis(mutate(tmp_path, lambda d: d["design"].update(sequential=switch)))
+    assert h.design.sequential.enabled is switch
+    assert h.design.sequential.block == 2 and h.design.sequential.max_launches is None
+    nested = load_hypothesis(mutate(tmp_path, lambda d: d["design"].update(sequential={"enabled": switch})))
+    assert nested.design == h.design
