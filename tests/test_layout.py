@@ -21,6 +21,7 @@ ROOT_TESTS = {
     "test_exported_members.py",
     "test_import_graph.py",
     "test_architecture.py",
+    "test_readme.py",
 }  # the package as a whole
 HELPERS = {"conftest.py", "cli_helpers.py", "records_fixtures.py", "stats_rows.py", "vllm_venv.py"}  # at the root only
 
