@@ -82,7 +82,8 @@ def fake_analyze(h: Hypothesis, rows: Any, *, alpha: float | None = None, method
             continue
         if isinstance(p, Interaction):
             by_ref = p.by_reference or h.factors[p.by].reference
-            est = ratio(p.factor, p.level, {**p.where, p.by: p.by_level}) / ratio(p.factor, p.level, {**p.where, p.by: by_ref})
+            at_level = ratio(p.factor, p.level, {**p.where, p.by: p.by_level})
+            est = at_level / ratio(p.factor, p.level, {**p.where, p.by: by_ref})
         else:
             est = ratio(p.factor, p.level, p.where)
         ci = [est * 0.99, est * 1.01]
@@ -93,7 +94,8 @@ def fake_analyze(h: Hypothesis, rows: Any, *, alpha: float | None = None, method
         preds.append(PredictionResult(id=p.id, kind=p.kind, verdict="supported" if ok else "refuted",
                                       estimate=est, ci=ci, p_value=0.001, reason="fake rule"))
     overall = "supported" if all(p.verdict == "supported" for p in preds) else "refuted"
-    summaries = [ConditionSummary(index=c.index, levels=c.levels, launches={"ok": len(means.get(c.index, [])), "failed": 0},
+    summaries = [ConditionSummary(index=c.index, levels=c.levels,
+                                  launches={"ok": len(means.get(c.index, [])), "failed": 0},
                                   metric=MetricSummary(name=h.metric, mean=float(np.mean(means[c.index])),
                                                        launch_means=means[c.index]))
                  for c in conds]

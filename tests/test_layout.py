@@ -15,7 +15,14 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 PACKAGE = TESTS.parent / "framework"
 FIXTURES = TESTS / "fixtures"  # data and helper programs the tests start, no test modules
-ROOT_TESTS = {"test_layout.py", "test_packaging.py", "test_exported_members.py", "test_import_graph.py"}  # the package as a whole
+ROOT_TESTS = {
+    "test_layout.py",
+    "test_packaging.py",
+    "test_exported_members.py",
+    "test_import_graph.py",
+    "test_architecture.py",
+    "test_readme.py",
+}  # the package as a whole
 HELPERS = {"conftest.py", "cli_helpers.py", "records_fixtures.py", "stats_rows.py", "vllm_venv.py"}  # at the root only
 
 

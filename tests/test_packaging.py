@@ -52,7 +52,9 @@ def test_every_data_file_is_in_package_data():
     files = _data_files()
     assert any(p.name == "config.yaml" for p in files)  # the scan sees the Hydra config at all
     missing = sorted(str(p.relative_to(ROOT)) for p in files if p.resolve() not in _matched_by_package_data())
-    assert not missing, f"not matched by [tool.setuptools.package-data] in pyproject.toml (left out of the wheel): {missing}"
+    assert not missing, (
+        f"not matched by [tool.setuptools.package-data] in pyproject.toml (left out of the wheel): {missing}"
+    )
 
 
 def test_every_subpackage_is_found():
@@ -61,7 +63,8 @@ def test_every_subpackage_is_found():
     include, exclude = find.get("include", ["*"]), find.get("exclude", [])
     for d in _package_dirs():
         name = ".".join(d.relative_to(ROOT).parts)
-        found = any(fnmatch.fnmatchcase(name, p) for p in include) and not any(fnmatch.fnmatchcase(name, p) for p in exclude)
+        included = any(fnmatch.fnmatchcase(name, p) for p in include)
+        found = included and not any(fnmatch.fnmatchcase(name, p) for p in exclude)
         assert found, f"{name} is not matched by [tool.setuptools.packages.find]: its files would be left out"
 
 

@@ -245,6 +245,12 @@ class Design(_Strict):
     # framework.core.design.machine_slot); a verdict covers the machines its launches ran on (docs/statistics.md)
     machines: int = Field(1, ge=1, le=1000)
 
+    @field_validator("sequential", mode="before")
+    @classmethod
+    def _switch(cls, value: Any) -> Any:
+        """`sequential: true` is `sequential: {enabled: true}`, as `design.sequential=true` on the command line."""
+        return {"enabled": value} if isinstance(value, bool) else value
+
 
 class Hypothesis(_Strict):
     name: str

@@ -103,7 +103,7 @@ def test_ratios_are_scale_invariant(eagle):
     rows = simulate(eagle, SEED_MEANS, sd_request=EAGLE_SD, seed=7)
     scaled = [dict(r, decode_tok_s=r["decode_tok_s"] * 3.7) if r["kind"] == "request" else r for r in rows]
     a, b = analyze(eagle, rows), analyze(eagle, scaled)
-    for p, q in zip(a.predictions, b.predictions):
+    for p, q in zip(a.predictions, b.predictions, strict=True):
         assert p.verdict == q.verdict
         assert p.estimate == pytest.approx(q.estimate, rel=1e-9)
         assert p.ci == pytest.approx(q.ci, rel=1e-9)

@@ -17,7 +17,11 @@ def test_the_grid_is_the_space_in_the_files_order_with_the_reference_as_each_fac
     grid = an.grid_hypothesis(h)
     assert [c.levels for c in conditions(grid)] == h.search.points()
     assert len(conditions(grid)) == h.search.grid_size() == 40
-    assert {f: grid.factors[f].reference for f in grid.factors} == {"steps": "3", "draft_tokens": "4", "fusion": "false"}
+    assert {f: grid.factors[f].reference for f in grid.factors} == {
+        "steps": "3",
+        "draft_tokens": "4",
+        "fusion": "false",
+    }
     assert grid.factors["fusion"].levels["true"].server_args == ["--enable-flashinfer-allreduce-fusion"]
     assert grid.factors["fusion"].levels["false"].server_args == []
     assert grid.factors["steps"].levels["2"].server_args == ["--speculative-num-steps", "2"]

@@ -48,7 +48,8 @@ def test_plan_prints_launches_time_and_the_sequential_cap(workdir):
 
 
 def _bad_hypothesis(workdir: Path, edit) -> list[str]:
-    data = yaml.safe_load((ROOT / "hypotheses" / "eagle3_allreduce.yaml").read_text().replace('"on"', "'on'").replace('"off"', "'off'"))
+    text = (ROOT / "hypotheses" / "eagle3_allreduce.yaml").read_text()
+    data = yaml.safe_load(text.replace('"on"', "'on'").replace('"off"', "'off'"))
     edit(data)
     hyp_dir = workdir / "hyp"
     hyp_dir.mkdir(exist_ok=True)
@@ -109,8 +110,9 @@ def test_bad_input_is_one_clear_line_exit_2_and_no_server(workdir, monkeypatch, 
     code, out, err = in_process(monkeypatch, capsys, workdir, "run", *_bad_hypothesis(workdir, edit))
     assert code == 2, err
     assert "Traceback" not in err + out
-    lines = [l for l in err.splitlines() if l.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "bad.yaml" in lines[0] and f": {field}:" in lines[0], lines
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: ") and "bad.yaml" in lines[0] and f": {field}:" in lines[0], lines
     assert not (workdir / "outputs").exists(), "nothing may start before the input is valid"
 
 
@@ -214,7 +216,7 @@ def test_main_command_supports_the_seed_hypothesis_and_records_everything(workdi
     assert record["schema"] == "framework.verdict/1" and record["backend"] == "sim"
     assert record["hypothesis"]["name"] == "eagle3_allreduce" and len(record["hypothesis"]["sha256"]) == 64
     run_dir = Path(record["run_dir"])
-    rows = [json.loads(l) for l in (run_dir / "trials.jsonl").read_text().splitlines()]
+    rows = [json.loads(ln) for ln in (run_dir / "trials.jsonl").read_text().splitlines()]
     reasons = [(p["id"], p["verdict"], p["reason"]) for p in record["predictions"]]
     # The figures are on the sim's model clock (per-event timestamps), so machine load does not move them
     # and the seed's verdict is the same everywhere (tests/execution/test_reproducible.py).
@@ -336,7 +338,8 @@ def test_cuda13_hypothesis_registered_refused_when_changed_then_amended_and_supp
     args = ["hypothesis=cuda13_unblocks_fusion", f"paths.hypotheses={hyp}", "design.launches=1", *FAST]
     reg = framework("register", *args[:2], cwd=workdir)
     assert reg.returncode == 0 and "registered" in reg.stdout, reg.stderr
-    (hyp / "cuda13_unblocks_fusion.yaml").write_text(text.replace("it starts and serves", "it starts and serves requests"))
+    reworded = text.replace("it starts and serves", "it starts and serves requests")
+    (hyp / "cuda13_unblocks_fusion.yaml").write_text(reworded)
     refused = framework("run", *args, cwd=workdir)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "changed since hypothesis 'cuda13_unblocks_fusion' was registered" in refused.stderr

@@ -12,7 +12,9 @@ from framework.cli.schema import main as cmd_schema
 def test_schema_covers_every_record_kind(capsys: pytest.CaptureFixture[str]) -> None:
     assert cmd_schema([]) == 0
     kinds = json.loads(capsys.readouterr().out)["kinds"]
-    assert set(kinds) == {"verdict", "registration", "amendment", "exploration", "trial.launch", "trial.request", "trial.workload"}
+    assert set(kinds) == {
+        "verdict", "registration", "amendment", "exploration", "trial.launch", "trial.request", "trial.workload",
+    }
     verdict = kinds["verdict"]["properties"]
     assert verdict["schema"]["const"] == "framework.verdict/1"
     for key in ("hypothesis", "backend", "verdict", "predictions", "conditions", "trials", "environment",

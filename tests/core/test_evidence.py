@@ -15,8 +15,8 @@ SEED_MEANS = {0: 92.6, 1: 92.7, 2: 140.0, 3: 160.0}
 
 def _served_nothing(rows: list[dict], cond: int, error: str = "HTTP 401: unauthorized") -> list[dict]:
     """Every measured request of `cond` failed although its launches started."""
-    return [{**r, "ok": False, "error": error, "decode_tok_s": None} if r["kind"] == "request" and r["condition"] == cond
-            else r for r in rows]
+    failed = {"ok": False, "error": error, "decode_tok_s": None}
+    return [{**r, **failed} if r["kind"] == "request" and r["condition"] == cond else r for r in rows]
 
 
 def test_a_condition_that_served_nothing_makes_the_run_inconclusive_never_refuted():

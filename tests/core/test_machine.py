@@ -60,6 +60,7 @@ def test_a_launch_an_older_framework_wrote_joins_the_one_machine_its_host_or_its
 def test_the_server_gpus_replace_the_hosts_in_a_launchs_machine():
     host = machine.identity("vm", "AMD", [{"uuid": "GPU-a", "name": "H200"}, {"uuid": "GPU-b", "name": "H200"}])
     used = machine.with_server_gpus(host, {"hardware": {"gpus": [{"uuid": "GPU-b", "name": "H200"}]}})
-    assert used["gpus"] == [{"uuid": "GPU-b", "name": "H200"}] and used["id"] == machine.machine_id(None, None, ["GPU-b"])
+    assert used["gpus"] == [{"uuid": "GPU-b", "name": "H200"}]
+    assert used["id"] == machine.machine_id(None, None, ["GPU-b"])
     assert machine.with_server_gpus(host, {"version": "0.5"}) == host
     assert machine.scope(1) == "this machine" and machine.scope(3) == "3 machines"

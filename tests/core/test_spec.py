@@ -43,16 +43,36 @@ def test_on_and_off_stay_level_names():
 
 
 CASES = [
-    ("unknown factor", lambda d: d["predictions"][0].update(factor="fuson"), "predictions[0].factor", "unknown factor 'fuson'"),
-    ("unknown level", lambda d: d["predictions"][1].update(level="maybe"), "predictions[1].level", "unknown level 'maybe'"),
-    ("unknown where level", lambda d: d["predictions"][0]["where"].update(decoding="eagle9"), "predictions[0].where.decoding", "unknown level"),
+    (
+        "unknown factor",
+        lambda d: d["predictions"][0].update(factor="fuson"),
+        "predictions[0].factor",
+        "unknown factor 'fuson'",
+    ),
+    (
+        "unknown level",
+        lambda d: d["predictions"][1].update(level="maybe"),
+        "predictions[1].level",
+        "unknown level 'maybe'",
+    ),
+    (
+        "unknown where level",
+        lambda d: d["predictions"][0]["where"].update(decoding="eagle9"),
+        "predictions[0].where.decoding",
+        "unknown level",
+    ),
     ("margin zero", lambda d: d["predictions"][0].update(margin=0), "predictions[0].margin", "greater than 0"),
     ("margin negative", lambda d: d["predictions"][0].update(margin=-0.1), "predictions[0].margin", "greater than 0"),
     ("alpha too big", lambda d: d["design"].update(alpha=0.5), "design.alpha", "less than 0.5"),
     ("alpha zero", lambda d: d["design"].update(alpha=0), "design.alpha", "greater than 0"),
     ("unknown field", lambda d: d["design"].update(launchs=3), "design.launchs", "allowed:"),
     ("unknown kind", lambda d: d["predictions"][0].update(kind="bigger"), "predictions[0]", "unknown prediction kind"),
-    ("bad reference", lambda d: d["factors"]["fusion"].update(reference="maybe"), "factors.fusion", "reference 'maybe' is not a level"),
+    (
+        "bad reference",
+        lambda d: d["factors"]["fusion"].update(reference="maybe"),
+        "factors.fusion",
+        "reference 'maybe' is not a level",
+    ),
     ("free factor", lambda d: d["predictions"][0].pop("where"), "predictions[0].where", "must be pinned"),
     ("unknown metric", lambda d: d.update(metric="tok_per_joule"), "metric", "decode_tok_s"),
     ("duplicate id", lambda d: d["predictions"][1].update(id="neutral_for_baseline"), "predictions[1].id", "duplicate"),
@@ -129,3 +149,13 @@ def test_launches_rate_is_a_probability_with_a_clear_error(tmp_path):
         assert info.value.field == "predictions[0].rate"
     path = write(tmp_path, text.replace("    expect: fails\n", "    expect: fails\n    rate: 0.9\n", 1))
     assert load_hypothesis(path).predictions[0].rate == 0.9
+
+
+@pytest.mark.parametrize("switch", [True, False])
+def test_design_sequential_true_in_yaml_means_what_the_command_line_form_means(tmp_path, switch):
+    """`design.sequential: true` in a file is `design.sequential.enabled: true`, as `design.sequential=true` is."""
+    h = load_hypothesis(mutate(tmp_path, lambda d: d["design"].update(sequential=switch)))
+    assert h.design.sequential.enabled is switch
+    assert h.design.sequential.block == 2 and h.design.sequential.max_launches is None
+    nested = load_hypothesis(mutate(tmp_path, lambda d: d["design"].update(sequential={"enabled": switch})))
+    assert nested.design == h.design

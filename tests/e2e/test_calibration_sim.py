@@ -62,5 +62,6 @@ def test_the_benchmark_reads_what_plan_prints_under_anytime(kind):
     assert planned.launches == pytest.approx(p.expected_launches, abs=5e-3)
     assert planned.launches_se == pytest.approx(p.expected_launches_se, abs=5e-3)
     assert planned.power_se == pytest.approx(math.sqrt(p.hypothesis_power * (1 - p.hypothesis_power) / 2000), abs=5e-4)
-    if kind.name == "launches":  # every launch as expected: decided at launches_to_support(0.5, 0.05) = 7, in blocks of 2
+    # every launch as expected: decided at launches_to_support(0.5, 0.05) = 7, in blocks of 2
+    if kind.name == "launches":
         assert (planned.cap, planned.power, planned.launches) == (8, 1.0, 8.0)

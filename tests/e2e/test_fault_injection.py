@@ -150,7 +150,8 @@ def test_crash_after_requests(run):
     first, second = sorted(run.requests("crash_after"), key=lambda r: r["index"])
     assert first["ok"] and first["completion_tokens"] > 0  # the data before the crash are kept
     assert not second["ok"] and second["error_class"] == "connection", second["error"]
-    (end,) = [r for r in run.rows if r["kind"] == "launch_end" and r["launch_id"] == run.launch("crash_after")["launch_id"]]
+    crashed = run.launch("crash_after")["launch_id"]
+    (end,) = [r for r in run.rows if r["kind"] == "launch_end" and r["launch_id"] == crashed]
     assert end["crashed"] and end["failure_class"] == "crash_after_ready", end
     assert "fault injected: crash after 1 requests" in end["failure_line"]
 

@@ -57,7 +57,7 @@ def test_launch_metric_predictions_run_and_audit_clean(workdir):
     assert no_servers_left(workdir)
     records = {r["hypothesis"]["name"]: r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"}
     assert sorted(records) == sorted(names)
-    for (metric, _, _), name in zip(CASES, names):
+    for (metric, _, _), name in zip(CASES, names, strict=True):
         record = records[name]
         p = record["predictions"][0]
         assert p["estimate"] is not None and math.isfinite(p["estimate"]), p["reason"]
@@ -69,7 +69,7 @@ def test_launch_metric_predictions_run_and_audit_clean(workdir):
         h = load_hypothesis(hyp / f"{name}.yaml")
         for cond in record["conditions"]:
             assert cond["metric"]["name"] == metric and len(cond["metric"]["launch_means"]) == 2
-            for lid, value in zip(cond["metric"]["launch_ids"], cond["metric"]["launch_means"]):
+            for lid, value in zip(cond["metric"]["launch_ids"], cond["metric"]["launch_means"], strict=True):
                 mine = [r for r in rows if r["kind"] == "request" and r["launch_id"] == lid]
                 assert value == pytest.approx(launch_value(metric, mine, dict(h.slo)))
         assert analyze(h, rows).predictions[0].verdict == p["verdict"]

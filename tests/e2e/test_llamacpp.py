@@ -102,8 +102,8 @@ def test_each_failure_class_comes_from_a_real_llama_cpp_process(workdir, tiny_mo
             levels:
         """) + levels + "\npredictions:\n" + predictions + "\ndesign: {launches: 1, requests: 1, warmup: 0}\n")
     try:
-        out = framework("run", "hypothesis=llamacpp_failures", "backend=llamacpp", f"paths.hypotheses={workdir / 'hyp'}",
-                        f"paths.experiments={workdir / 'exp'}", cwd=workdir)
+        out = framework("run", "hypothesis=llamacpp_failures", "backend=llamacpp",
+                        f"paths.hypotheses={workdir / 'hyp'}", f"paths.experiments={workdir / 'exp'}", cwd=workdir)
     finally:
         held.close()
     record = ledger_records(workdir / "verdicts.jsonl")[-1]
@@ -182,7 +182,8 @@ def test_the_shipped_hypothesis_runs_end_to_end_on_a_real_server_and_audits_clea
     assert argv[1:3] == ["-m", "llama_cpp.server"] and "--interrupt_requests" in argv
     env = record["environment"]
     assert env["server_version"] == "0.3.36" and env["model"]["bytes"] == tiny_model.stat().st_size
-    assert record["analysis"]["release"]["launches"] == 12 and record["analysis"]["release"]["not_released_in_time"] == 0
+    release = record["analysis"]["release"]
+    assert release["launches"] == 12 and release["not_released_in_time"] == 0
     audit = framework("audit", cwd=workdir)
     assert audit.returncode == 0, audit.stdout[-2000:] + audit.stderr[-2000:]
 

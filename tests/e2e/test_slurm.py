@@ -54,9 +54,21 @@ def slurm() -> None:
 def test_two_job_sweep_runs_as_a_slurm_job_array(slurm: None, tmp_path: Path) -> None:
     ledger = tmp_path / "verdicts.jsonl"
     sweep = tmp_path / "sweep"
-    cmd = [sys.executable, "-m", "framework", "run", "-m", f"hypothesis={','.join(HYPOTHESES)}",
-           "hydra/launcher=slurm_local", f"ledger={ledger}", "design.launches=1", "design.sequential=false", "design.requests=1", "design.warmup=0",
-           f"hydra.sweep.dir={sweep}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "framework",
+        "run",
+        "-m",
+        f"hypothesis={','.join(HYPOTHESES)}",
+        "hydra/launcher=slurm_local",
+        f"ledger={ledger}",
+        "design.launches=1",
+        "design.sequential=false",
+        "design.requests=1",
+        "design.warmup=0",
+        f"hydra.sweep.dir={sweep}",
+    ]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=840)
     elapsed = time.monotonic() - t0

@@ -97,7 +97,8 @@ def test_llama_server_binary_and_env_prefix():
     s = spec_for({"name": "llama_server", "binary": "/opt/llama.cpp/llama-server"})
     assert s.argv[0] == "/opt/llama.cpp/llama-server" and flag_value(s.argv, "--model") == "/models/tiny.gguf"
     assert s.health_path == "/health"
-    assert server_environ({"LLAMA_ARG_PORT": "1", "LLAMA_ARG_THREADS": "4", "HOME": "/h"}, s.env_unset) == {"HOME": "/h"}
+    env = {"LLAMA_ARG_PORT": "1", "LLAMA_ARG_THREADS": "4", "HOME": "/h"}
+    assert server_environ(env, s.env_unset) == {"HOME": "/h"}
 
 
 def test_command_backend_fills_the_template():

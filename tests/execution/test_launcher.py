@@ -75,7 +75,7 @@ def test_stop_kills_the_whole_group_even_if_sigterm_is_ignored(tmp_path):
     server = ServerProcess(spec(tmp_path, "--child", "--ignore-term")).start()
     server.wait_ready()
     time.sleep(0.2)
-    child_line = next(l for l in (tmp_path / "server.log").read_text().splitlines() if l.startswith("child pid"))
+    child_line = next(ln for ln in (tmp_path / "server.log").read_text().splitlines() if ln.startswith("child pid"))
     child = int(child_line.split()[-1])
     server.stop(grace_s=0.5)
     assert wait_dead(server.proc.pid) and wait_dead(child)
@@ -128,8 +128,8 @@ def test_a_server_still_dying_counts_as_crashed_when_given_a_moment(tmp_path):
     # a process that is on its way out (sockets already closed, not yet reaped) polls as alive; the runner
     # waits for it after a lost connection, so the crash is recorded as a crash (the race CI once lost)
     port = free_port()
-    s = ServerSpec([sys.executable, "-c", "import os, sys, time; print('up', flush=True); time.sleep(1.0); os._exit(1)"],
-                   "127.0.0.1", port, tmp_path / "dying.log", ready_timeout_s=5)
+    dies = "import os, sys, time; print('up', flush=True); time.sleep(1.0); os._exit(1)"
+    s = ServerSpec([sys.executable, "-c", dies], "127.0.0.1", port, tmp_path / "dying.log", ready_timeout_s=5)
     server = ServerProcess(s).start()
     try:
         assert server.exited_on_its_own() is None  # still running: a bare poll says alive

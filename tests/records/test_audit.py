@@ -23,7 +23,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> None:
 
     from framework.analysis import rules
 
-    monkeypatch.setitem(rules.RULES, rules.CURRENT, dataclasses.replace(rules.RULES[rules.CURRENT], analyze=fake_analyze))
+    faked = dataclasses.replace(rules.RULES[rules.CURRENT], analyze=fake_analyze)
+    monkeypatch.setitem(rules.RULES, rules.CURRENT, faked)
 
 
 @pytest.fixture
@@ -217,7 +218,9 @@ def test_real_analysis_recomputes(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert code == 0, out
 
 
-def test_duplicated_launch_rows_are_flagged_and_counted_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_duplicated_launch_rows_are_flagged_and_counted_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A resume that wrote launches into the run's file again: audit names it instead of a false verdict."""
     path = tmp_path / "verdicts.jsonl"
     make_run(tmp_path, "run", path, analyze=framework.analysis.verdicts.analyze,
@@ -266,8 +269,8 @@ def test_the_audit_recomputes_the_bootstrap_with_the_recorded_seed(tmp_path: Pat
 def test_the_audit_recomputes_anytime_launch_outcome_tests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Under analysis: anytime a launch-outcome prediction carries a confidence sequence and an anytime p-value;
     the audit recomputes them from the trials (a record that kept only the count rule's numbers is flagged)."""
-    launch = ("predictions:\n  - {id: fused_baseline_starts, kind: launches, where: {fusion: \"on\", decoding: baseline},"
-              " expect: starts, rate: 0.2}\n")
+    launch = ("predictions:\n  - {id: fused_baseline_starts, kind: launches,"
+              " where: {fusion: \"on\", decoding: baseline}, expect: starts, rate: 0.2}\n")
     hyp = tmp_path / "eagle3_allreduce.yaml"
     hyp.write_text(EAGLE.read_text(encoding="utf-8").replace("predictions:\n", launch, 1)
                    .replace("  alpha: 0.05", "  alpha: 0.05\n  analysis: anytime"), encoding="utf-8")

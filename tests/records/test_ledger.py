@@ -159,9 +159,19 @@ def test_four_processes_append_concurrently(tmp_path: Path) -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.dictionaries(st.text(min_size=1, max_size=8),
-                       st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
-                                 st.text(max_size=20)), max_size=6))
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=8),
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(),
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.text(max_size=20),
+        ),
+        max_size=6,
+    )
+)
 def test_hash_is_independent_of_key_order(record: dict) -> None:
     reordered = dict(reversed(list(record.items())))
     assert ledger.record_hash(record) == ledger.record_hash(reordered)

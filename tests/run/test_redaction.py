@@ -30,7 +30,8 @@ def test_secret_names():
 def test_a_secret_on_the_command_line_is_refused_with_the_way_out():
     # the framework's argv is visible in `ps` for the whole run: a key is taken only from the environment
     assert literal_secret(["hypothesis=x", "backend.env.NCCL_DEBUG=INFO", "backend.api_key=${oc.env:K}"]) is None
-    for arg, key in ((f"backend.api_key={KEY}", "backend.api_key"), (f"+backend.env.HF_TOKEN={TOKEN}", "backend.env.HF_TOKEN")):
+    cases = ((f"backend.api_key={KEY}", "backend.api_key"), (f"+backend.env.HF_TOKEN={TOKEN}", "backend.env.HF_TOKEN"))
+    for arg, key in cases:
         field, way_out = literal_secret(["hypothesis=x", arg])
         assert field == key and "ps" in way_out and "${oc.env:" in way_out and KEY not in way_out
 
@@ -67,7 +68,9 @@ def test_the_sim_gets_its_key_through_the_environment_not_argv():
 
 
 def test_a_short_api_key_is_refused_before_anything_starts(workdir):
-    out = framework("run", "hypothesis=eagle3_allreduce", "backend.api_key=${oc.env:K}", cwd=workdir, env={"K": "short"})
+    out = framework(
+        "run", "hypothesis=eagle3_allreduce", "backend.api_key=${oc.env:K}", cwd=workdir, env={"K": "short"}
+    )
     assert out.returncode == 2 and "backend.api_key" in out.stderr and "Traceback" not in out.stderr
     assert not (workdir / "outputs").exists()
 
@@ -97,7 +100,8 @@ def test_every_trials_row_is_scrubbed_where_a_server_takes_the_key_as_a_flag(tmp
     from framework.run.writer import TrialsWriter
 
     writer = TrialsWriter(tmp_path / "trials.jsonl", Redactor((KEY,), b"salt"))
-    writer.write({"kind": "launch", "launch_id": "a", "argv": ["python", "-m", "sglang.launch_server", "--api-key", KEY],
+    writer.write({"kind": "launch", "launch_id": "a",
+                  "argv": ["python", "-m", "sglang.launch_server", "--api-key", KEY],
                   "log_tail": [f"server_args=ServerArgs(api_key='{KEY}')"]})
     writer.close()
     text = (tmp_path / "trials.jsonl").read_text()

@@ -35,8 +35,8 @@ def complete_launches(trials: Path, requests: int) -> list[str]:
 @pytest.mark.e2e
 def test_sigkill_then_resume_reuses_completed_launches(workdir):
     run1 = workdir / "run1"
-    args = ["hypothesis=eagle3_allreduce", "design.launches=2", "design.sequential=false", "design.requests=1", "design.warmup=0",
-            "backend.speedup=20"]
+    args = ["hypothesis=eagle3_allreduce", "design.launches=2", "design.sequential=false", "design.requests=1",
+            "design.warmup=0", "backend.speedup=20"]
     proc = subprocess.Popen([sys.executable, "-m", "framework", "run", *args, f"hydra.run.dir={run1}"], cwd=workdir,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=run_env(workdir))
@@ -110,9 +110,20 @@ def test_sigkill_then_resume_reuses_completed_launches(workdir):
 @pytest.mark.e2e
 def test_joblib_multirun_two_hypotheses_one_ledger_and_a_sweep_summary(workdir):
     sweep = workdir / "sweep"
-    out = framework("run", "-m", "hypothesis=eagle3_allreduce,torch_symm_mem", "hydra/launcher=joblib",
-                    "hydra.launcher.n_jobs=2", "design.launches=1", "design.sequential=false", "design.requests=1", "design.warmup=0",
-                    "backend.speedup=20", f"hydra.sweep.dir={sweep}", cwd=workdir)
+    out = framework(
+        "run",
+        "-m",
+        "hypothesis=eagle3_allreduce,torch_symm_mem",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "design.launches=1",
+        "design.sequential=false",
+        "design.requests=1",
+        "design.warmup=0",
+        "backend.speedup=20",
+        f"hydra.sweep.dir={sweep}",
+        cwd=workdir,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     verdicts = [r for r in ledger_records(workdir / "verdicts.jsonl") if r["kind"] == "verdict"]
     assert sorted(r["hypothesis"]["name"] for r in verdicts) == ["eagle3_allreduce", "torch_symm_mem"]

@@ -108,7 +108,8 @@ def test_a_winner_chosen_on_noise_alone_is_not_confirmed_and_its_link_audits(wor
     seeds = {r["seed"] for r in ledger_records(workdir / "s" / "trials.jsonl") if r["kind"] == "launch"}
     fresh = {r["seed"] for r in ledger_records(workdir / "s" / "confirm" / "trials.jsonl") if r["kind"] == "launch"}
     assert fresh and not seeds & fresh
-    assert (workdir / "s" / "report.html").is_file() and (workdir / "s" / "report_figures" / "search-front.png").is_file()
+    assert (workdir / "s" / "report.html").is_file()
+    assert (workdir / "s" / "report_figures" / "search-front.png").is_file()
     audit = framework("audit", cwd=workdir)
     assert audit.returncode == 0, audit.stdout[-2000:] + audit.stderr[-2000:]
     # a search.json edited after the confirmation was drawn from it breaks the link

@@ -61,7 +61,7 @@ def test_bounds_and_p_values_agree_and_the_sequence_only_narrows():
         if abs(theta - hi) > 1e-6:
             assert (theta > hi) == (eff.p_below(theta) <= 0.05)
     widths = [np.subtract(*at.AnytimeEffect(c[:n]).bounds(0.05)[::-1]) for n in range(5, 13)]
-    assert all(b <= a + 1e-15 for a, b in zip(widths, widths[1:]))
+    assert all(b <= a + 1e-15 for a, b in zip(widths, widths[1:], strict=False))
 
 
 def test_no_spread_gives_no_evidence():
@@ -103,7 +103,8 @@ def test_the_two_truncated_mixtures_make_robbins_full_mixture_which_is_scipys_be
     """Pi(above) E+ + Pi(below) E- is the untruncated Beta(1, 1) mixture: betabinom.pmf / C(n, k) / L(rate)."""
     full = math.exp(stats.betabinom.logpmf(k, n, 1, 1) - math.log(math.comb(n, k))
                     - k * math.log(rate) - (n - k) * math.log1p(-rate))
-    mixed = (1 - rate) * math.exp(at.log_e_rate(k, n, rate, "above")) + rate * math.exp(at.log_e_rate(k, n, rate, "below"))
+    above, below = at.log_e_rate(k, n, rate, "above"), at.log_e_rate(k, n, rate, "below")
+    mixed = (1 - rate) * math.exp(above) + rate * math.exp(below)
     assert mixed == pytest.approx(full, rel=1e-10)
 
 
@@ -155,7 +156,7 @@ def test_rate_bounds_agree_with_the_anytime_p_values_and_only_narrow():
             assert (r > hi) == (seq.p_below(r) <= 0.05)
     looks = [(4, 5), (9, 10), (17, 20), (33, 40)]
     widths = [np.subtract(*at.RateSequence(looks[:i]).bounds(0.05)[::-1]) for i in range(1, 5)]
-    assert all(b <= w + 1e-15 for w, b in zip(widths, widths[1:]))
+    assert all(b <= w + 1e-15 for w, b in zip(widths, widths[1:], strict=False))
     assert at.RateSequence([(0, 3)]).bounds(0.05)[0] == 0.0 and at.RateSequence([(3, 3)]).bounds(0.05)[1] == 1.0
 
 

@@ -149,4 +149,5 @@ def test_launches_under_anytime_look_at_block_ends_and_a_verdict_stays_reached()
 
 def test_launches_count_rule_is_unchanged_without_anytime():
     dec = decisions.launches(_blocks([True] * 2), "starts", None)
-    assert dec.verdict == "supported" and dec.p_value is None and dec.ci is None and dec.reason == "all 2 launch(es) started"
+    assert dec.verdict == "supported" and dec.p_value is None and dec.ci is None
+    assert dec.reason == "all 2 launch(es) started"

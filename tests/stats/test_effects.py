@@ -84,7 +84,7 @@ def _cells(seed=0, ns=(5, 6, 4, 5), sds=(0.03, 0.03, 0.005, 0.006)):
     rng = np.random.default_rng(seed)
     keys = [("on", "eagle3"), ("off", "eagle3"), ("on", "baseline"), ("off", "baseline")]
     mus = [np.log(96.1), np.log(54.1), np.log(92.7), np.log(92.6)]
-    return {k: rng.normal(mu, sd, n) for k, mu, sd, n in zip(keys, mus, sds, ns)}
+    return {k: rng.normal(mu, sd, n) for k, mu, sd, n in zip(keys, mus, sds, ns, strict=True)}
 
 
 def test_interaction_ols_estimate_is_the_ratio_of_ratios():

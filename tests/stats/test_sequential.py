@@ -36,7 +36,7 @@ def test_boundaries_control_the_error_over_all_looks(kind):
 
 def test_nominal_levels_grow_and_stay_below_alpha():
     a = [sequential.nominal_alpha(k, 10, 0.05) for k in range(1, 11)]
-    assert all(x < y for x, y in zip(a, a[1:]))
+    assert all(x < y for x, y in zip(a, a[1:], strict=False))
     assert a[-1] < 0.05 and a[0] < 1e-6
     assert sequential.nominal_alpha(12, 10, 0.05) == a[-1]  # past the plan: the last boundary
     assert sequential.spend(1.0, 0.05) == pytest.approx(0.05)
@@ -66,12 +66,13 @@ def test_inflation_factor_restores_the_fixed_designs_power():
     r = sequential.inflation_factor(alpha, k, power)
     d_fixed = float(sequential.stats.norm.isf(alpha) + sequential.stats.norm.ppf(power))
     assert _simulated_crossing(alpha, k, d_fixed) < power - 0.005  # looks cost power at the fixed n ...
-    assert _simulated_crossing(alpha, k, d_fixed * math.sqrt(r)) == pytest.approx(power, abs=0.004)  # ... R buys it back
+    # ... R buys it back
+    assert _simulated_crossing(alpha, k, d_fixed * math.sqrt(r)) == pytest.approx(power, abs=0.004)
 
 
 def test_inflation_grows_with_looks_and_is_larger_for_pocock():
     obf = [sequential.inflation_factor(0.05, k) for k in (1, 2, 3, 5, 10)]
-    assert obf[0] == 1.0 and all(a < b for a, b in zip(obf, obf[1:]))
+    assert obf[0] == 1.0 and all(a < b for a, b in zip(obf, obf[1:], strict=False))
     assert 1.0 < obf[-1] < 1.06  # O'Brien-Fleming type: a few percent
     assert sequential.inflation_factor(0.05, 5, kind="pocock") > 1.15
 

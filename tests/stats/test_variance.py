@@ -17,8 +17,8 @@ def _direct(groups):
     N = sum(len(g) for g in groups)
     grand = sum(sum(g) for g in groups) / N
     means = [sum(g) / len(g) for g in groups]
-    ssb = sum(len(g) * (m - grand) ** 2 for g, m in zip(groups, means))
-    ssw = sum((v - m) ** 2 for g, m in zip(groups, means) for v in g)
+    ssb = sum(len(g) * (m - grand) ** 2 for g, m in zip(groups, means, strict=True))
+    ssw = sum((v - m) ** 2 for g, m in zip(groups, means, strict=True) for v in g)
     msb, msw = ssb / (k - 1), ssw / (N - k)
     n0 = (N - sum(len(g) ** 2 for g in groups) / N) / (k - 1)
     vb = max(0.0, (msb - msw) / n0)

@@ -94,8 +94,13 @@ def test_shapes_presets_config_dirs_and_clear_errors(tmp_path):
 
 def _check(tmp_path: Path, name: str, *args: str) -> dict:
     out = tmp_path / f"{name}.pt"
-    subprocess.run([sys.executable, "-m", "framework.servers.gpu.check", "--out", str(out), *args], cwd=ROOT,
-                   check=True, timeout=180, env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        [sys.executable, "-m", "framework.servers.gpu.check", "--out", str(out), *args],
+        cwd=ROOT,
+        check=True,
+        timeout=180,
+        env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+    )
     return torch.load(out)
 
 

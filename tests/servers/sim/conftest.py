@@ -33,7 +33,8 @@ class Sim:
 
 def spawn(args: list[str], log: Path) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    argv = [sys.executable, "-m", "framework.servers.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port), *args]
+    argv = [sys.executable, "-m", "framework.servers.sim", "--model-path", "m", "--tp-size", "8", "--port", str(port)]
+    argv += args
     with open(log, "w") as fh:
         proc = subprocess.Popen(argv, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     return proc, port

@@ -70,8 +70,9 @@ def test_prometheus_itl_counts_tokens_not_chunks(sim):
 
     def itl() -> tuple[float, float]:
         text = requests.get(url + "/metrics", timeout=5).text
-        count = sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith("sglang:inter_token_latency_seconds_count"))
-        total = sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith("sglang:inter_token_latency_seconds_sum"))
+        lines = text.splitlines()
+        count = sum(float(ln.split()[-1]) for ln in lines if ln.startswith("sglang:inter_token_latency_seconds_count"))
+        total = sum(float(ln.split()[-1]) for ln in lines if ln.startswith("sglang:inter_token_latency_seconds_sum"))
         return count, total
 
     c0, s0 = itl()
@@ -80,7 +81,8 @@ def test_prometheus_itl_counts_tokens_not_chunks(sim):
     with requests.post(url + "/generate", json=body, stream=True, timeout=60) as r:
         metas = [e["meta_info"] for _, e in sse(r)]
     c1, s1 = itl()
-    assert any(b["completion_tokens"] - a["completion_tokens"] > 1 for a, b in zip(metas, metas[1:]))  # EAGLE-3 chunks
+    # EAGLE-3 chunks
+    assert any(b["completion_tokens"] - a["completion_tokens"] > 1 for a, b in zip(metas, metas[1:], strict=False))
     assert c1 - c0 == 40 - 1  # one observation per token after the first (SGLang), not per chunk
     assert s1 - s0 == pytest.approx(metas[-1]["sim_model_t"] - metas[0]["sim_model_t"], rel=1e-6)
     assert "e2e_latency" in metas[-1] and all("e2e_latency" not in m for m in metas[:-1])
@@ -109,7 +111,8 @@ def test_stream_events_carry_output_ids_and_context_length_is_checked(sim):
     assert [len(e["output_ids"]) for e in events] == [e["meta_info"]["completion_tokens"] for e in events]
     long = {"input_ids": list(range(5000)), "sampling_params": {"max_new_tokens": 5}}
     r = requests.post(url + "/generate", json=long, timeout=10)
-    assert r.status_code == 400 and "longer than the model's context length (4096 tokens)" in r.json()["error"]["message"]
+    assert r.status_code == 400
+    assert "longer than the model's context length (4096 tokens)" in r.json()["error"]["message"]
     r = requests.post(url + "/v1/completions", json={"model": "m", "prompt": list(range(4000)), "max_tokens": 200},
                       timeout=10)
     assert r.status_code == 400 and "maximum context length of 4096" in r.json()["message"]

@@ -19,7 +19,9 @@ def conds(*levels: tuple[str, list[str]], profile: str = RTX) -> list[Condition]
 def test_a_varied_unmodelled_flag_is_refused_naming_flag_and_levels():
     cov = check(conds(("high", ["--mem-fraction-static", "0.90"]), ("low", ["--mem-fraction-static", "0.60"])))
     assert [f.flag for f in cov.refused] == ["--mem-fraction-static"]
-    assert cov.refused[0].line() == "--mem-fraction-static (not modelled) differs between levels: f=high: 0.9, f=low: 0.6"
+    assert cov.refused[0].line() == (
+        "--mem-fraction-static (not modelled) differs between levels: f=high: 0.9, f=low: 0.6"
+    )
 
 
 def test_each_of_the_issue_s_examples_is_refused():

@@ -54,8 +54,10 @@ def test_torch_symm_mem_is_a_noop_on_sm120_but_not_on_h200():
 def test_custom_allreduce_default_on_nvlink_only():
     h = load_profile("h200_tp8")
     assert model.allreduce(h, parse_server_args(["--model-path", "m"]), 14336)[0] == "custom"
-    assert model.allreduce(h, parse_server_args(["--model-path", "m", "--disable-custom-all-reduce"]), 14336)[0] == "nccl"
-    assert model.allreduce(load_profile("rtx_pro_6000_tp8"), parse_server_args(["--model-path", "m"]), 14336)[0] == "nccl"
+    no_custom = parse_server_args(["--model-path", "m", "--disable-custom-all-reduce"])
+    assert model.allreduce(h, no_custom, 14336)[0] == "nccl"
+    rtx = load_profile("rtx_pro_6000_tp8")
+    assert model.allreduce(rtx, parse_server_args(["--model-path", "m"]), 14336)[0] == "nccl"
 
 
 def test_cu128_fusion_is_a_startup_failure():
@@ -63,7 +65,8 @@ def test_cu128_fusion_is_a_startup_failure():
     assert "No supported CUDA architectures found for major versions [9, 10]" in model.startup_failure(
         p, parse_server_args(["--model-path", "m", *FUSION]))
     assert model.startup_failure(p, parse_server_args(["--model-path", "m"])) is None
-    assert model.startup_failure(load_profile("rtx_pro_6000_tp8"), parse_server_args(["--model-path", "m", *FUSION])) is None
+    rtx = load_profile("rtx_pro_6000_tp8")
+    assert model.startup_failure(rtx, parse_server_args(["--model-path", "m", *FUSION])) is None
 
 
 @pytest.mark.parametrize("flags", [[], E3])

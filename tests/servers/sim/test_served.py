@@ -77,7 +77,7 @@ def served_rows(profile: str, flags: list[str], concurrency: int, prompt: int, o
                     if chunk.finished:
                         break
                 phase = "warmup" if i < n_warm else "measured" if i < n_warm + n_meas else "cooldown"
-                arr = [t for t, k in zip(times, tokens) if k]
+                arr = [t for t, k in zip(times, tokens, strict=True) if k]
                 n = sum(tokens)
                 rows.append({"kind": "request", "phase": phase, "warmup": phase != "measured", "ok": True,
                              "clock": "sim_model", "model_start_s": req.loop_arrival_s, "completion_tokens": n,
