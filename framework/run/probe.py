@@ -41,7 +41,7 @@ class NoiseProbe:
         return []
 
     def observe(self, step: Step, launched: Launched, trials: Trials) -> None:
-        if not all(r.get("ok") for r in Trials(launched.rows).of_kind("launch")):
+        if not all(r.get("ok") for r in launched.trials.of_kind("launch")):
             self.given_up.add(step.planned.condition.index)  # nothing to measure: its other launches would fail too
 
 

@@ -5,8 +5,9 @@ Order of work for one run:
 1. resolve the config into a hypothesis, an experiment, a backend and an effective design
    (all checked before any server starts: :mod:`framework.run.resolve`);
 2. register the hypothesis in the ledger (or refuse if it changed since registration);
-3. launch every planned (condition, replicate) in randomized blocks, writing each launch
-   outcome and each request to `trials.jsonl` the moment it happens (:mod:`framework.run.measure`);
+3. launch every planned (condition, replicate) in randomized blocks through the session, writing each launch
+   outcome and each request to `trials.jsonl` the moment it happens (:mod:`framework.run.session`, the
+   design's policy :class:`framework.run.measure.Blocks`);
 4. analyse the trials (pure), append one verdict record to the ledger (:mod:`framework.run.record`),
    and write `verdict.json`, `summary.md` and the report into the run directory.
 """

@@ -3,11 +3,12 @@ explored, then confirm the winner on fresh launches through the normal run path.
 
 Order of work:
 
-1. resolve the command line into the search hypothesis, its grid (:func:`framework.analysis.search.grid_hypothesis`),
-   the experiment and the backend, every check done before any server starts (the sim refuses a space that
-   varies what it does not model, with the same check as `run`);
-2. explore: each Optuna trial is ONE launch (the unit), measured with the hypothesis's workload by the same
-   `run_launch` as `run`, so Optuna sees every launch's value (the launch-level noise), `launches_per_candidate`
+1. resolve the command line through `run`'s precheck and its one resolver (`resolve_config(search=True)`): the
+   search hypothesis, its grid (:func:`framework.analysis.search.grid_hypothesis`), the experiment and the backend,
+   every check done before any server starts (a literal secret, the sim's coverage of the space: as for `run`);
+2. explore (`Exploration`, a launch policy of :mod:`framework.run.session`): each Optuna trial is ONE launch (the
+   unit), measured through the same session as `run` (its workers, sim profile, machine and redactor), so Optuna
+   sees every launch's value (the launch-level noise), `launches_per_candidate`
    of them per candidate; a launch that fails is told as a failed trial with its failure class, and
    configurations that crashed (or carry a value that crashed every configuration with it) are not launched
    again; the last `budget.refine` launches race the contenders the leader has not beaten beyond the noise;
@@ -211,7 +212,7 @@ class Exploration:
         out.candidates = an.candidates(h, trials.rows)
         launch_id = launched.launch_id
         values = [an.launch_value(h, trials.rows, launch_id, o.metric) for o in self.objectives]
-        own = Trials(launched.rows)
+        own = launched.trials
         row = (own.of_kind("launch") or [{}])[-1]
         end = (own.of_kind("launch_end") or [{}])[-1]
         failed = not row.get("ok") or end.get("ok") is False

@@ -88,6 +88,11 @@ class Launched:
     rows: list[dict[str, Any]]
     seconds: float
 
+    @property
+    def trials(self) -> Trials:
+        """Its rows by kind; `.launches`, `.requests` and `.typed(kind)` parse them into their row models."""
+        return Trials(self.rows)
+
 
 class LaunchPolicy(Protocol):
     """Chooses launches from the session's `Trials`; never launches, writes rows or records a verdict itself."""
