@@ -163,6 +163,9 @@ def resolve_config(cfg: DictConfig, *, search: bool = False) -> Resolved:
     except BackendConfigError as exc:
         raise ConfigError("command line", exc.field, exc.message) from None
     backend_fits(backend, launched)
+    if search and (cfg.get("machine") or {}).get("slot") is not None:
+        raise ConfigError("command line", "machine.slot", "a search chooses each launch from the launches before "
+                                                          "it: run it on one machine, without machine.slot")
     machine_slot(cfg, d)
     sizes = size_problems(launched, exp, d)
     if sizes:
