@@ -166,6 +166,9 @@ def resolve_config(cfg: DictConfig, *, search: bool = False) -> Resolved:
     if search and (cfg.get("machine") or {}).get("slot") is not None:
         raise ConfigError("command line", "machine.slot", "a search chooses each launch from the launches before "
                                                           "it: run it on one machine, without machine.slot")
+    if search and resume_dirs(cfg.get("resume")):
+        raise ConfigError("command line", "resume", "a search explores on fresh launches and writes a new "
+                                                    "directory: it resumes nothing")
     machine_slot(cfg, d)
     sizes = size_problems(launched, exp, d)
     if sizes:

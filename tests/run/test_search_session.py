@@ -94,8 +94,10 @@ def test_the_exploration_refuses_a_literal_secret_on_the_command_line_before_any
     assert KEY not in json.dumps(sorted(str(p) for p in workdir.rglob("*")))
 
 
-def test_a_search_refuses_a_machine_slot_its_policy_could_not_keep_to(workdir: Path):
-    out = framework("search", "hypothesis=small_search", *_write(workdir), "machine.slot=0", "run_dir=s", cwd=workdir,
+@pytest.mark.parametrize("override", ["machine.slot=0", "resume=."])
+def test_a_search_refuses_what_its_policy_could_not_keep_to(workdir: Path, override: str):
+    """Another machine's launches (machine.slot) or a resume's would be skipped, which a search cannot choose around."""
+    out = framework("search", "hypothesis=small_search", *_write(workdir), override, "run_dir=s", cwd=workdir,
                     timeout=120)
-    assert out.returncode == 2 and "machine.slot" in out.stderr, out.stdout[-2000:] + out.stderr[-2000:]
+    assert out.returncode == 2 and override.split("=")[0] in out.stderr, out.stdout[-2000:] + out.stderr[-2000:]
     assert not (workdir / "s").exists()
