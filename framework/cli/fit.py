@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from framework.analysis import twinfit
+from framework.core.trials import Trials
 from framework.core.twin import PARAMETERS, TwinFit
 from framework.errors import EXIT_OK, ConfigError, TrialsFileError
 from framework.execution import adapters
@@ -49,13 +50,14 @@ def parse(args: list[str]) -> tuple[list[str], dict[str, str]]:
 
 def engine_of(rows: list[dict[str, Any]], run_dir: Path) -> str:
     """The engine a pilot measured: its backend, or for the sim the twin it served (sglang otherwise)."""
-    env = next((r for r in rows if r.get("kind") == "environment"), None)
+    trials = Trials(rows)
+    env = next(iter(trials.of_kind("environment")), None)
     backend = env.get("backend") if env else None
     if backend is None and (run_dir / "verdict.json").is_file():
         backend = json.loads((run_dir / "verdict.json").read_text()).get("backend")
     if backend in ("sim", "endpoint", "command", None):
-        for r in rows:
-            info = r.get("server_info") if r.get("kind") == "launch" else None
+        for r in trials.of_kind("launch"):
+            info = r.get("server_info")
             version = str((info or {}).get("sim_version") or "")
             if version.startswith("twin-"):
                 return version.removeprefix("twin-")
@@ -88,7 +90,7 @@ def main(args: list[str]) -> int:
         except TrialsFileError as exc:
             raise ConfigError("command line", "pilot", str(exc)) from None
         engine = opts.get("engine") or engine_of(rows, run_dir)
-        startups += [float(r["startup_s"]) for r in rows if r.get("kind") == "launch" and r.get("startup_s")]
+        startups += [float(r["startup_s"]) for r in Trials(rows).of_kind("launch") if r.get("startup_s")]
         engines.add(engine)
         got = twinfit.launches_from_rows(rows, engine)
         if not got:

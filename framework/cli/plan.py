@@ -28,68 +28,19 @@ from framework.analysis.planning import (
     plan_anytime,
 )
 from framework.cli.args import kv_pairs
-from framework.core import design as design_mod
 from framework.core.metrics import is_launch_metric
 from framework.core.spec import Design, Experiment, Hypothesis
-from framework.errors import EXIT_OK, ConfigError, LaunchError
+from framework.errors import EXIT_OK, ConfigError
 from framework.execution import adapters
-from framework.execution.backends import Backend, BackendSettings, server_spec
-from framework.execution.client import run_workload
-from framework.execution.launcher import ServerProcess, free_port
+from framework.execution.backends import Backend
 from framework.present.progress import make_console
 from framework.records.trials import read_trials
+from framework.run.probe import probe_measurement_noise
 from framework.run.resolve import precheck_one
 from framework.stats.sequential import inflation_factor, sequential_cap
-from framework.stats.variance import components, pooled_components
 
 PLAN_KEYS = ("pilot", "power", "probe", "machine_sd", "per_machine")
 PROBE_LAUNCHES, PROBE_REQUESTS = 2, 4  # per condition: enough to see the sim's measurement noise, ~15 s in all
-
-
-def probe_measurement_noise(h: Hypothesis, exp: Experiment, backend_cfg: dict[str, Any], *, launches: int,
-                            requests: int) -> dict[str, Any]:
-    """The sim's own measurement noise on this machine, now: launches with its noise model switched off.
-
-    With `--sim-noise-scale 0` the simulator's model is deterministic, so whatever spread the metric
-    still shows between requests and launches comes from measuring it: the sim's clock and
-    scheduling at the configured speed-up, the HTTP client, the machine's load. Returns per-condition
-    within-launch sds and the pooled between-launch sd (log scale), as the ANOVA of section 6 of
-    docs/statistics.md estimates them.
-    """
-    import math
-    import tempfile
-
-
-    backend = BackendSettings.model_validate({**backend_cfg, "noise_scale": 0.0})
-    within: dict[int, float] = {}
-    groups_by_cond: list[list[list[float]]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for cond in design_mod.conditions(h):
-            groups: list[list[float]] = []
-            for i in range(launches):
-                port = free_port(backend.host)
-                spec = server_spec(backend, exp, h, cond, port=port, seed=1000 + i,
-                                   log_path=Path(tmp) / f"probe-{cond.index}-{i}.log")
-                values: list[float] = []
-                try:
-                    with ServerProcess(spec) as server:
-                        server.wait_ready()
-                        run_workload(spec.base_url, design_mod.workload_for(h, exp, cond), requests_n=requests,
-                                     warmup=1, seed=1000 + i, time_scale=backend.time_scale, api_key=backend.api_key,
-                                     on_row=lambda _i, warm, row: values.append(row.get(h.metric))  # noqa: B023 (called within this iteration)
-                                     if not warm and row.get("ok") else None)
-                except LaunchError:
-                    break  # a configuration that does not start (a launches prediction): nothing to measure
-                logs = [math.log(v) for v in values if isinstance(v, (int, float)) and v > 0]
-                if logs:
-                    groups.append(logs)
-            comp = components(groups)
-            if comp.var_within is not None:
-                within[cond.index] = math.sqrt(comp.var_within)
-            groups_by_cond.append(groups)
-    pooled = pooled_components(groups_by_cond)
-    return {"within": within, "between": math.sqrt(pooled.var_between or 0.0),
-            "launches": launches, "requests": requests, "speedup": backend.speedup}
 
 
 def plan_from_profile(h: Hypothesis, exp: Experiment, *, power: float, requests: int, warmup: int,
@@ -112,7 +63,7 @@ def main(args: list[str]) -> int:
     if probe not in ("true", "false", "1", "0", "yes", "no"):
         raise ConfigError("command line", "probe", f"true or false (got {kv['probe']!r})")
     try:
-        _, resolved = precheck_one(overrides, "plan")
+        cfg, resolved = precheck_one(overrides, "plan")
     except ConfigError as exc:
         if "." in exc.field or "unknown key" not in exc.message:
             raise
@@ -148,8 +99,7 @@ def main(args: list[str]) -> int:
         row = resolved.backend.table
         twin = row.simulated and getattr(adapters.for_row(row), "is_twin", lambda *_: False)(h, exp)
         if probe not in ("false", "0", "no") and row.simulated and not twin:
-            measurement = probe_measurement_noise(h, exp, resolved.backend.model_dump(), launches=PROBE_LAUNCHES,
-                                                  requests=PROBE_REQUESTS)
+            measurement = probe_measurement_noise(cfg, resolved, launches=PROBE_LAUNCHES, requests=PROBE_REQUESTS)
         try:
             assumptions, source = profile_assumptions(h, exp, row=row, measurement=measurement)
         except ValueError as exc:

@@ -11,12 +11,11 @@ from rich.console import Console
 
 from framework.analysis.verdicts import Analysis, analyze, sequential_look
 from framework.core import design as design_mod
+from framework.core.trials import Trials
 from framework.core.workload import total_requests
-from framework.execution.launcher import raise_if_signalled
 from framework.present.progress import RunProgress
 from framework.run.context import RunContext
-from framework.run.launch import run_launch
-from framework.run.writer import TrialsWriter
+from framework.run.session import Launched, Session, Step, drive
 
 
 @dataclass
@@ -28,47 +27,68 @@ class Measured:
     stop_reason: str
 
 
-def measure(ctx: RunContext, writer: TrialsWriter, reused: set[str], attempts: dict[str, int],
-            console: Console) -> Measured:
-    """Launch block after block; a fixed design runs all of them, a sequential one looks after each."""
-    h, d = ctx.hypothesis, ctx.design
-    seq = d.sequential
-    max_per_condition = (seq.max_launches or d.launches) if seq.enabled else d.launches
-    first_block = min(seq.block, max_per_condition) if seq.enabled else d.launches
-    max_looks = math.ceil((max_per_condition - first_block) / seq.block) + 1
-    progress = RunProgress(console, h.name, total_launches=len(design_mod.conditions(h)) * max_per_condition,
+class Blocks:
+    """The fixed/sequential policy (framework.run.session.LaunchPolicy): the randomized schedule block by block;
+    a fixed design's one block holds every launch, a sequential design's analysis looks after each block and
+    stops once every prediction is decided or the cap is reached."""
+
+    def __init__(self, ctx: RunContext, progress: RunProgress | None = None) -> None:
+        self.h, self.d, self.progress = ctx.hypothesis, ctx.design, progress
+        seq = self.d.sequential
+        self.max_per_condition = (seq.max_launches or self.d.launches) if seq.enabled else self.d.launches
+        self.block_size = min(seq.block, self.max_per_condition) if seq.enabled else self.d.launches
+        self.max_looks = math.ceil((self.max_per_condition - self.block_size) / seq.block) + 1
+        self.done = 0
+        self.started = False
+        self.looks: list[dict[str, Any]] = []
+        self.result: Measured | None = None
+
+    def _block(self) -> list[Step]:
+        return [Step(p, p.replicate, self.max_per_condition)
+                for p in design_mod.schedule(self.h, self.block_size, self.d.seed, self.d.order,
+                                             first_replicate=self.done)]
+
+    def next(self, trials: Trials) -> list[Step]:
+        h, d, seq = self.h, self.d, self.d.sequential
+        if not self.started:
+            self.started = True
+            return self._block()
+        self.done += self.block_size
+        if not seq.enabled:
+            analysis = analyze(h, trials.rows, alpha=d.alpha, method=d.analysis, seed=d.seed)
+            self.result = Measured(analysis, self.looks, "fixed design: all planned launches done")
+            return []
+        analysis, stop, reason = sequential_look(
+            h, trials.rows, look=len(self.looks) + 1, max_looks=self.max_looks, alpha=d.alpha, method=d.analysis,
+            seed=d.seed)
+        self.looks.append({"look": len(self.looks) + 1, "launches_per_condition": self.done, "stop": stop,
+                           "reason": reason, "predictions": [p.model_dump(mode="json") for p in analysis.predictions]})
+        assert self.progress is not None
+        self.progress.note(f"look {len(self.looks)}: {reason}")
+        if stop or self.done >= self.max_per_condition:
+            self.progress.finish_early()
+            final = reason if stop else f"reached design.max_launches={self.max_per_condition}: {reason}"
+            self.result = Measured(analysis, self.looks, final)
+            return []
+        self.block_size = min(seq.block, self.max_per_condition - self.done)
+        return self._block()
+
+    def observe(self, step: Step, launched: Launched, trials: Trials) -> None:
+        """A design's plan does not depend on single launches: it looks only between blocks."""
+
+
+def measure(session: Session, console: Console) -> Measured:
+    """Launch block after block (`Blocks`) through the session; the final analysis and how the run stopped."""
+    ctx = session.ctx
+    policy = Blocks(ctx)
+    progress = RunProgress(console, ctx.hypothesis.name,
+                           total_launches=len(design_mod.conditions(ctx.hypothesis)) * policy.max_per_condition,
                            requests_per_launch=requests_per_launch(ctx), enabled=ctx.progress)
-    looks: list[dict[str, Any]] = []
-    done, block_size = 0, first_block
+    policy.progress = progress
     with progress:
-        while True:
-            for planned in design_mod.schedule(h, block_size, d.seed, d.order, first_replicate=done):
-                if planned.launch_id in reused:
-                    progress.launch_reused(planned.condition)
-                    continue
-                slot = design_mod.machine_slot(planned.block, d.machines)
-                if ctx.machine_slot is not None and slot != ctx.machine_slot:
-                    continue  # another machine's block (machine.slot): its run, or a resume there, measures it
-                raise_if_signalled()  # a stop signal whose exception something swallowed: no further launch
-                progress.launch_started(planned.condition, planned.replicate, max_per_condition)
-                run_launch(ctx, planned, attempts.get(planned.launch_id, 0) + 1, writer, progress)
-                progress.launch_done()
-            done += block_size
-            raise_if_signalled()  # nor an analysis or a record of a run that was told to stop
-            if not seq.enabled:
-                analysis = analyze(h, writer.rows, alpha=d.alpha, method=d.analysis, seed=d.seed)
-                return Measured(analysis, looks, "fixed design: all planned launches done")
-            analysis, stop, reason = sequential_look(
-                h, writer.rows, look=len(looks) + 1, max_looks=max_looks, alpha=d.alpha, method=d.analysis,
-                seed=d.seed)
-            looks.append({"look": len(looks) + 1, "launches_per_condition": done, "stop": stop, "reason": reason,
-                          "predictions": [p.model_dump(mode="json") for p in analysis.predictions]})
-            progress.note(f"look {len(looks)}: {reason}")
-            if stop or done >= max_per_condition:
-                progress.finish_early()
-                final = reason if stop else f"reached design.max_launches={max_per_condition}: {reason}"
-                return Measured(analysis, looks, final)
-            block_size = min(seq.block, max_per_condition - done)
+        drive(session, policy, progress)
+    assert policy.result is not None
+    return policy.result
 
 
 def requests_per_launch(ctx: RunContext) -> int:

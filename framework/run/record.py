@@ -8,7 +8,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from framework.analysis.bias import client_bias, client_marks
+from framework.analysis.bias import client_marks
 from framework.analysis.ruleset import LATEST, RULESETS
 from framework.core import design as design_mod
 from framework.core.hashing import sha256_file
@@ -31,9 +31,9 @@ from framework.run.writer import TrialsWriter, now_iso
 from framework.stats.extension import extension, launches_of
 
 
-def server_info_of(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+def server_info_of(trials: Trials) -> dict[str, Any] | None:
     """The first launch's own description of the server (`/get_server_info`)."""
-    return next((r["server_info"] for r in Trials(rows).of_kind("launch") if r.get("server_info")), None)
+    return next((r["server_info"] for r in trials.of_kind("launch") if r.get("server_info")), None)
 
 
 def timing(ctx: RunContext, rows: list[dict[str, Any]], adapter: ModuleType | None) -> dict[str, Any]:
@@ -45,11 +45,13 @@ def timing(ctx: RunContext, rows: list[dict[str, Any]], adapter: ModuleType | No
 
 def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, settings: dict[str, Any], *,
                  reg_hash: str, amended: bool, lag: dict[str, Any], started: str,
-                 previous: dict[str, Any] | None = None, adapter: ModuleType | None = None) -> VerdictRecord:
-    """The verdict record (design notes, section 4): everything the verdict depends on, or its hash."""
+                 previous: dict[str, Any] | None = None, adapter: ModuleType | None = None,
+                 info: dict[str, Any] | None = None, bias: dict[str, Any] | None = None) -> VerdictRecord:
+    """The verdict record (design notes, section 4): everything the verdict depends on, or its hash.
+
+    `info` and `bias` are the run's `server_info_of` and `client_bias`, computed once by the run."""
     h, d, analysis = ctx.hypothesis, ctx.design, measured.analysis
     conds = design_mod.conditions(h)
-    info = server_info_of(writer.rows)
     backend = backend_label(ctx.backend, info)
     env = environment.fingerprint()
     env.update(backend=backend, launcher=ctx.backend.name, server=_server_summary(info))
@@ -59,8 +61,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
         python=ctx.backend.python if "{python}" in " ".join(row.argv) else None, values=probe_values(ctx.backend),
         model_path=ctx.experiment.model_path,
         model_is_local=row.starts_server or Path(ctx.experiment.model_path).exists(), server_info=info))
-    client = (client_bias(Trials(writer.rows).of_kind("workload"), h.metric)
-              if RULESETS[LATEST].client_marks else None)
+    client = bias if RULESETS[LATEST].client_marks else None
     crashes: dict[int, set[str]] = {}
     for end in Trials(writer.rows).of_kind("launch_end"):  # rows as written: a resumed run's may be older
         if end.get("error"):

@@ -16,8 +16,9 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ValidationError
 
 from framework.analysis.planning import anytime_cap, anytime_launch_floor
+from framework.analysis.search import confirm_hypothesis, grid_hypothesis
 from framework.core import walltime
-from framework.core.spec import Design, Experiment, Hypothesis, load_experiment, load_hypothesis
+from framework.core.spec import Design, Experiment, Hypothesis, load_experiment, load_hypothesis, validate_model
 from framework.errors import BackendConfigError, ConfigError, SpecError
 from framework.execution import adapters
 from framework.execution.backends import Backend, BackendSettings
@@ -43,6 +44,7 @@ class Resolved:
     coverage: dict[str, Any] | None  # what the simulator does not model here (simulated backends only)
     wall_time: walltime.WallTime  # the floor of its wall time (open-loop schedules), printed before a long run
     client_workers: int | str = 1  # `client.workers`: N or auto (framework.execution.client.workers)
+    grid: Hypothesis | None = None  # a search: every point of its space as a condition (what it launches)
 
 
 def project_root() -> Path | None:
@@ -128,27 +130,51 @@ def effective_design(base: Design, overrides: dict[str, Any], h: Hypothesis | No
     return d
 
 
-def resolve_config(cfg: DictConfig) -> Resolved:
-    """The hypothesis, experiment, backend and effective design of `cfg`, each checked."""
+def resolve_config(cfg: DictConfig, *, search: bool = False) -> Resolved:
+    """The hypothesis, experiment, backend and effective design of `cfg`, each checked.
+
+    `search=True` (python -m framework search): the hypothesis needs a search block; what is checked and
+    launched is its grid (every point of the space as a condition), and the confirmation it will register is
+    checked now with the reference in the winner's place. A search has no wall-time floor to refuse (its
+    budget, not its grid, says how many launches it makes).
+    """
     if OmegaConf.is_missing(cfg, "hypothesis"):
-        raise ConfigError("command line", "hypothesis", "missing: say which, e.g. hypothesis=eagle3_allreduce")
+        example = "eagle3_tuning" if search else "eagle3_allreduce"
+        raise ConfigError("command line", "hypothesis", f"missing: say which, e.g. hypothesis={example}")
     h, h_path, exp = load_pair(cfg)
-    if not h.factors:  # a search-only file: its space and confirmation stand for factors and predictions
+    if search and h.search is None:
+        raise SpecError(h_path, "search", "no search block: python -m framework search needs one (the space, the "
+                                          "goal, the budget and confirm.min_effect); python -m framework run runs "
+                                          "a hypothesis without one")
+    if not search and not h.factors:  # a search-only file: its space and confirmation stand for factors and predictions
         raise SpecError(h_path, "factors", f"{h.name} declares a search and no factors: run it with "
                                            f"python -m framework search hypothesis={h.name}")
+    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
+    grid = None
+    if search:
+        h = h.model_copy(update={"design": d})
+        grid = grid_hypothesis(h)
+        check_pair(grid, h_path, exp)  # every point's merged workload, before anything starts
+    launched = grid or h
     backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
     exp, backend = with_sim_profile(cfg.get("sim_profile"), exp, backend)
     try:
         check_backend(backend, exp)  # its argv template, and whether it takes the experiment's flag names
     except BackendConfigError as exc:
         raise ConfigError("command line", exc.field, exc.message) from None
-    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
-    backend_fits(backend, h)
+    backend_fits(backend, launched)
+    if search and (cfg.get("machine") or {}).get("slot") is not None:
+        raise ConfigError("command line", "machine.slot", "a search chooses each launch from the launches before "
+                                                          "it: run it on one machine, without machine.slot")
+    if search and resume_dirs(cfg.get("resume")):
+        raise ConfigError("command line", "resume", "a search explores on fresh launches and writes a new "
+                                                    "directory: it resumes nothing")
     machine_slot(cfg, d)
-    sizes = size_problems(h, exp, d)
+    sizes = size_problems(launched, exp, d)
     if sizes:
         raise SpecError(h_path, *sizes[0])
-    wall = walltime.estimate(h, exp, d, backend.time_scale)
+    wall = (walltime.estimate(h, exp, d, backend.time_scale) if not search else
+            walltime.WallTime(0.0, 0.0, 0, backend.time_scale))
     if wall.long and not bool(cfg.get("allow_long", False)):
         raise ConfigError("command line", "allow_long",
                           f"{walltime.describe(wall)}: more than {walltime.duration(walltime.LONG_RUN_S)}; add "
@@ -157,9 +183,19 @@ def resolve_config(cfg: DictConfig) -> Resolved:
     coverage = None
     if backend.simulated:
         sim_cfg = cfg.get("sim") or {}
-        coverage = coverage_or_refuse(h, h_path, exp, backend.table, allow=bool(sim_cfg.get("allow_unmodelled", False)))
+        coverage = coverage_or_refuse(launched, h_path, exp, backend.table,
+                                      allow=bool(sim_cfg.get("allow_unmodelled", False)))
+    if search:
+        _check_confirmation(h, h_path)
     return Resolved(hypothesis=h, hypothesis_path=h_path, experiment=exp, backend=backend, design=d, coverage=coverage,
-                    wall_time=wall, client_workers=workers)
+                    wall_time=wall, client_workers=workers, grid=grid)
+
+
+def _check_confirmation(h: Hypothesis, h_path: Path) -> None:
+    """The confirmation must be a valid hypothesis whatever wins: checked with the reference in its place."""
+    assert h.search is not None
+    ref = h.search.reference_point()
+    validate_model(Hypothesis, confirm_hypothesis(h, [ref] * h.search.confirm.top, "check"), h_path)
 
 
 def client_workers(cfg: DictConfig) -> int | str:
@@ -260,7 +296,7 @@ def resume_dir(path: Path, run_dir: Path) -> Path:
     raise ConfigError("command line", "resume", f"{path} is not a run directory (no trials.jsonl)")
 
 
-def precheck(overrides: list[str]) -> list[tuple[DictConfig, Resolved]]:
+def precheck(overrides: list[str], *, search: bool = False) -> list[tuple[DictConfig, Resolved]]:
     """Raise a UserError for anything that would make the run (every job of a sweep) fail before measuring;
     else each variant's config and what it resolved to (one, without a sweep)."""
     secret = literal_secret(overrides)
@@ -269,7 +305,7 @@ def precheck(overrides: list[str]) -> list[tuple[DictConfig, Resolved]]:
     checked = []
     for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
         cfg = compose(variant)
-        checked.append((cfg, resolve_config(cfg)))
+        checked.append((cfg, resolve_config(cfg, search=search)))
         for resume in resume_dirs(cfg.get("resume")):
             if not resume.exists():
                 raise ConfigError("command line", "resume", f"{resume} does not exist; give a run or sweep directory")
@@ -280,9 +316,9 @@ def precheck(overrides: list[str]) -> list[tuple[DictConfig, Resolved]]:
     return checked
 
 
-def precheck_one(overrides: list[str], command: str) -> tuple[DictConfig, Resolved]:
-    """`precheck` for a command that takes one configuration, not a sweep (plan, register)."""
-    checked = precheck(overrides)
+def precheck_one(overrides: list[str], command: str, *, search: bool = False) -> tuple[DictConfig, Resolved]:
+    """`precheck` for a command that takes one configuration, not a sweep (plan, register, search)."""
+    checked = precheck(overrides, search=search)
     if len(checked) != 1:
         raise ConfigError("command line", "overrides", f"{command} takes one value per key, not a sweep")
     return checked[0]

@@ -5,8 +5,9 @@ Order of work for one run:
 1. resolve the config into a hypothesis, an experiment, a backend and an effective design
    (all checked before any server starts: :mod:`framework.run.resolve`);
 2. register the hypothesis in the ledger (or refuse if it changed since registration);
-3. launch every planned (condition, replicate) in randomized blocks, writing each launch
-   outcome and each request to `trials.jsonl` the moment it happens (:mod:`framework.run.measure`);
+3. launch every planned (condition, replicate) in randomized blocks through the session, writing each launch
+   outcome and each request to `trials.jsonl` the moment it happens (:mod:`framework.run.session`, the
+   design's policy :class:`framework.run.measure.Blocks`);
 4. analyse the trials (pure), append one verdict record to the ledger (:mod:`framework.run.record`),
    and write `verdict.json`, `summary.md` and the report into the run directory.
 """
@@ -15,54 +16,35 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 from rich.markup import escape
 
 from framework.analysis.bias import client_bias
-from framework.core.trials import FORMAT, EnvironmentRow, Trials
 from framework.errors import LedgerError, StorageError
 from framework.execution import adapters
 from framework.execution.launcher import install_signal_handlers
 from framework.present.progress import make_console, print_noise, print_verdict_table
 from framework.present.report import summary_markdown, write_report
-from framework.records import environment, ledger, registration
+from framework.records import ledger, registration
 from framework.records.registration import analysis_settings
 from framework.records.trials import client_bottlenecks, late_client_reason
 from framework.run.context import RunContext
-from framework.run.handoff import submitter_appends, write_pending
+from framework.run.handoff import write_pending
 from framework.run.measure import measure
 from framework.run.record import build_record, server_info_of, timing
-from framework.run.redaction import Redactor, ledger_salt, secret_values
-from framework.run.resolve import machine_slot, resolve_config, resume_dir, resume_dirs
-from framework.run.writer import TrialsWriter, now_iso, previous_verdict, reuse
+from framework.run.resolve import resolve_config
+from framework.run.session import Session, open_context
+from framework.run.writer import now_iso, previous_verdict
 
 
 def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunContext:
-    """Everything a run needs, checked. Relative paths are taken from `cwd` (where the user ran)."""
-    r = resolve_config(cfg)
-    ledger_path = Path(cfg.ledger)
-    if cwd is not None and not ledger_path.is_absolute():
-        ledger_path = cwd / ledger_path
-    dirs = resume_dirs(cfg.get("resume"))
-    resume = resume_dir(dirs[0], run_dir) if dirs else None
-    hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
-    return RunContext(
-        hypothesis=r.hypothesis, hypothesis_path=r.hypothesis_path, experiment=r.experiment, backend=r.backend,
-        design=r.design, ledger=ledger_path, run_dir=run_dir,
-        config=OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
-        resume=resume, resume_also=[resume_dir(p, run_dir) for p in dirs[1:]],
-        allow_amend=bool(cfg.allow_amend), sim_coverage=r.coverage, client_workers=r.client_workers,
-        progress=bool(cfg.progress) and sys.stdout.isatty(), report=bool(cfg.report),
-        ledger_writer="submitter" if submitter_appends(hydra_cfg) else "job",
-        machine=environment.machine_identity((cfg.get("machine") or {}).get("label")),
-        machine_slot=machine_slot(cfg, r.design),
-    )
+    """Everything a run needs, checked (the one resolver, then the session's context). Relative paths are taken
+    from `cwd` (where the user ran)."""
+    return open_context(cfg, resolve_config(cfg), run_dir, cwd)
 
 
 def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
@@ -80,25 +62,19 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     else:
         reg_hash, amended = registration.check_or_amend(ctx.ledger, ctx.hypothesis_path, settings, ctx.allow_amend)
 
-    secrets = tuple(secret_values(ctx.config.get("backend") or {}))
-    if secrets:
-        ctx.redactor = Redactor(secrets, ledger_salt(ctx.ledger))
-        ctx.config = ctx.redactor.scrub(ctx.config)
-        ctx.redactor.scrub_tree(ctx.run_dir / ".hydra")  # a key set in a config file: gone before any launch
+    session = Session(ctx)  # opened below: the secrets' redactor, the trials file, a resume's launches
     cov = ctx.sim_coverage or {}
     for line in cov.get("unmodelled_varied") or []:
         console.print(escape(f"warning: sim.allow_unmodelled=true: the simulator does not model this: {line}; "
                              "every verdict of this run is marked NOT MODELLED"), style="bold red", highlight=False)
     previous = previous_verdict(ctx)  # read before this run's verdict.json replaces it
-    writer = TrialsWriter(ctx.run_dir / "trials.jsonl", ctx.redactor)
-    try:
-        reused, attempts = reuse(ctx, writer)
-        write_environment(writer, ctx.backend.name, (ctx.config.get("machine") or {}).get("label"))
-        measured = measure(ctx, writer, reused, attempts, console)
-    finally:
-        writer.close()
-
-    adapter = adapters.for_server(ctx.backend.table, server_info_of(writer.rows))
+    with session:
+        measured = measure(session, console)
+    writer, trials = session.writer, session.trials
+    assert writer is not None
+    info = server_info_of(trials)  # once per run: the adapter, the timing and the record read it
+    bias = client_bias(trials.of_kind("workload"), ctx.hypothesis.metric)
+    adapter = adapters.for_server(ctx.backend.table, info)
     lag = timing(ctx, writer.rows, adapter)
     for line in adapter.warnings(ctx.hypothesis, lag, ctx.backend.speedup) if adapter is not None else []:
         console.print(escape(line), style="yellow", highlight=False)
@@ -108,10 +84,10 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
                              f"{len(late_client)} launch(es) ({', '.join(late_client[:3])}"
                              f"{', ...' if len(late_client) > 3 else ''}): {late_client_reason(writer.rows)}; "
                              f"the figures include the client's lateness (analysis.workloads.*.client)"
-                             f"{_client_bias_line(ctx, writer.rows)}"),
+                             f"{_client_bias_line(ctx, bias)}"),
                       style="yellow", highlight=False)
     record = build_record(ctx, writer, measured, settings, reg_hash=reg_hash, amended=amended, lag=lag,
-                          started=started, previous=previous, adapter=adapter)
+                          started=started, previous=previous, adapter=adapter, info=info, bias=bias)
     unsealed = ctx.redactor.scrub(record.to_json_dict())
     if ctx.ledger_writer == "submitter":
         write_pending(ctx.run_dir, ctx.ledger, unsealed)
@@ -132,9 +108,9 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
     return stored
 
 
-def _client_bias_line(ctx: RunContext, rows: list[dict[str, Any]]) -> str:
-    """How far the client's lateness may have moved the hypothesis's metric, and what it marks."""
-    summary = client_bias(Trials(rows).of_kind("workload"), ctx.hypothesis.metric)
+def _client_bias_line(ctx: RunContext, summary: dict[str, Any] | None) -> str:
+    """How far the client's lateness may have moved the hypothesis's metric (`summary`: the run's
+    analysis.bias.client_bias), and what it marks."""
     if summary is None:
         return f"; {ctx.hypothesis.metric} does not depend on the client's timing"
     size = f"up to {summary['bias']:.1%}" if summary["bias"] is not None else "by an unknown amount"
@@ -142,15 +118,6 @@ def _client_bias_line(ctx: RunContext, rows: list[dict[str, Any]]) -> str:
         size = f"by more than {summary['bias'] or 0:.1%} (saturated in {len(summary['saturated'])} launch(es))"
     return (f"; {ctx.hypothesis.metric} may be off {size}: verdicts it could move are marked UNRELIABLE "
             f"(a lighter load, or more cores for the client)")
-
-
-def write_environment(writer: TrialsWriter, backend: str, label: str | None = None) -> None:
-    """The trials' `environment` row (where this run launches its servers), before its first launch; a resume
-    into the run's own directory on the same machine finds it there already and writes nothing."""
-    here = {"backend": backend, **environment.machine(label)}
-    last = next((r for r in reversed(writer.rows) if r.get("kind") == "environment"), None)
-    if last is None or any(last.get(k) != v for k, v in here.items()):
-        writer.write(EnvironmentRow(format=FORMAT, written=now_iso(), **here).to_json())
 
 
 def _write_whole(path: Path, text: str) -> None:

@@ -3,11 +3,12 @@ explored, then confirm the winner on fresh launches through the normal run path.
 
 Order of work:
 
-1. resolve the command line into the search hypothesis, its grid (:func:`framework.analysis.search.grid_hypothesis`),
-   the experiment and the backend, every check done before any server starts (the sim refuses a space that
-   varies what it does not model, with the same check as `run`);
-2. explore: each Optuna trial is ONE launch (the unit), measured with the hypothesis's workload by the same
-   `run_launch` as `run`, so Optuna sees every launch's value (the launch-level noise), `launches_per_candidate`
+1. resolve the command line through `run`'s precheck and its one resolver (`resolve_config(search=True)`): the
+   search hypothesis, its grid (:func:`framework.analysis.search.grid_hypothesis`), the experiment and the backend,
+   every check done before any server starts (a literal secret, the sim's coverage of the space: as for `run`);
+2. explore (`Exploration`, a launch policy of :mod:`framework.run.session`): each Optuna trial is ONE launch (the
+   unit), measured through the same session as `run` (its workers, sim profile, machine and redactor), so Optuna
+   sees every launch's value (the launch-level noise), `launches_per_candidate`
    of them per candidate; a launch that fails is told as a failed trial with its failure class, and
    configurations that crashed (or carry a value that crashed every configuration with it) are not launched
    again; the last `budget.refine` launches race the contenders the leader has not beaten beyond the noise;
@@ -24,33 +25,32 @@ import hashlib
 import json
 import warnings
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 from rich.markup import escape
 
 from framework.analysis import search as an
 from framework.core import design as design_mod
 from framework.core.hashing import json_finite, sha256_file
-from framework.core.spec import Experiment, Hypothesis, validate_model
-from framework.errors import BackendConfigError, ConfigError, SpecError, StorageError
+from framework.core.spec import Experiment, Hypothesis
+from framework.core.trials import Trials
+from framework.errors import StorageError
 from framework.execution.backends import BackendSettings
-from framework.execution.backends import check as check_backend
-from framework.execution.launcher import install_signal_handlers, raise_if_signalled
+from framework.execution.launcher import install_signal_handlers
+from framework.present.format import sig
 from framework.present.progress import RunProgress, make_console
 from framework.records import environment, ledger, registration
 from framework.records.models import ExplorationRecord, HypothesisRef, TrialsRef
 from framework.records.registration import analysis_settings
 from framework.run.compose import compose
-from framework.run.context import RunContext
-from framework.run.launch import run_launch
-from framework.run.preflight import backend_fits, backend_settings, check_pair, size_problems
-from framework.run.resolve import coverage_or_refuse, effective_design, load_pair
-from framework.run.writer import TrialsWriter, now_iso
+from framework.run.resolve import Resolved, precheck_one
+from framework.run.session import Launched, Session, Step, drive, open_context
+from framework.run.writer import now_iso
 from framework.stats import capacity as capacity_mod
 from framework.stats import pareto, selection
 
@@ -59,59 +59,50 @@ MAX_ASKS_PER_LAUNCH = 50  # suggestions Optuna may make per launch of budget bef
 
 @dataclass
 class SearchSetup:
-    """A search, resolved and checked: nothing has started yet."""
+    """A search, resolved and checked by the one resolver (`resolve_config(search=True)`): nothing has started."""
 
-    hypothesis: Hypothesis
-    hypothesis_path: Path
-    grid: Hypothesis
-    experiment: Experiment
-    backend: BackendSettings
-    config: dict[str, Any]
-    ledger: Path
-    coverage: dict[str, Any] | None
+    cfg: DictConfig
+    resolved: Resolved
     overrides: list[str]
-    progress: bool = True
-    report: bool = True
+    ledger: Path
+
+    @property
+    def hypothesis(self) -> Hypothesis:
+        return self.resolved.hypothesis
+
+    @property
+    def hypothesis_path(self) -> Path:
+        return self.resolved.hypothesis_path
+
+    @property
+    def grid(self) -> Hypothesis:
+        assert self.resolved.grid is not None
+        return self.resolved.grid
+
+    @property
+    def experiment(self) -> Experiment:
+        return self.resolved.experiment
+
+    @property
+    def backend(self) -> BackendSettings:
+        return self.resolved.backend
+
+    @property
+    def coverage(self) -> dict[str, Any] | None:
+        return self.resolved.coverage
+
+    @property
+    def report(self) -> bool:
+        return bool(self.cfg.get("report", True))
 
 
 def resolve_search(overrides: list[str], cwd: Path) -> SearchSetup:
-    """The search of `overrides` (hypothesis=NAME and run config keys), checked before any server starts."""
-    cfg = compose(overrides)
-    if OmegaConf.is_missing(cfg, "hypothesis"):
-        raise ConfigError("command line", "hypothesis", "missing: say which, e.g. hypothesis=eagle3_tuning")
-    h, h_path, exp = load_pair(cfg)
-    if h.search is None:
-        raise SpecError(h_path, "search", "no search block: python -m framework search needs one (the space, the "
-                                          "goal, the budget and confirm.min_effect); python -m framework run runs "
-                                          "a hypothesis without one")
-    d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
-    h = h.model_copy(update={"design": d})
-    grid = an.grid_hypothesis(h)
-    check_pair(grid, h_path, exp)  # every point's merged workload, before anything starts
-    backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
-    try:
-        check_backend(backend, exp)
-    except BackendConfigError as exc:
-        raise ConfigError("command line", exc.field, exc.message) from None
-    backend_fits(backend, grid)
-    sizes = size_problems(grid, exp, d)
-    if sizes:
-        raise SpecError(h_path, *sizes[0])
-    coverage = None
-    if backend.simulated:
-        sim_cfg = cfg.get("sim") or {}
-        coverage = coverage_or_refuse(grid, h_path, exp, backend.table,
-                                      allow=bool(sim_cfg.get("allow_unmodelled", False)))
-    # the confirmation must be a valid hypothesis whatever wins: checked now with the reference in its place
-    ref = h.search.reference_point()
-    validate_model(Hypothesis, an.confirm_hypothesis(h, [ref] * h.search.confirm.top, "check"), h_path)
+    """The search of `overrides` (hypothesis=NAME and run config keys), checked before any server starts: the
+    command line's secrets, then the one resolver, as `run` does (framework.run.resolve.precheck)."""
+    cfg, resolved = precheck_one(overrides, "search", search=True)
     ledger_path = Path(cfg.ledger)
-    ledger_path = ledger_path if ledger_path.is_absolute() else cwd / ledger_path
-    ledger.check_path(ledger_path)
-    return SearchSetup(hypothesis=h, hypothesis_path=h_path, grid=grid, experiment=exp, backend=backend,
-                       config=OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
-                       ledger=ledger_path, coverage=coverage, overrides=overrides,
-                       progress=bool(cfg.progress), report=bool(cfg.report))
+    return SearchSetup(cfg=cfg, resolved=resolved, overrides=overrides,
+                       ledger=ledger_path if ledger_path.is_absolute() else cwd / ledger_path)
 
 
 def default_run_dir(h: Hypothesis, cwd: Path) -> Path:
@@ -172,54 +163,58 @@ def _sampler(optuna: Any, s: Any, seed: int) -> Any:
                                       multivariate=True, constraints_func=constraints)
 
 
-def explore(setup: SearchSetup, ctx: RunContext, writer: TrialsWriter, progress: RunProgress) -> Explored:
-    """Launch candidates one launch per Optuna trial until the launch (or GPU-hour) budget is spent."""
-    optuna = _optuna()
-    h, s = setup.hypothesis, setup.hypothesis.search
-    assert s is not None
-    seed = an.search_seed(h)
-    objectives = s.goal.objectives()
-    study = optuna.create_study(directions=[o.direction for o in objectives], sampler=_sampler(optuna, s, seed))
-    dists = _distributions(optuna, s)
-    out = Explored(candidates={})
-    explore_budget = s.budget.launches - s.budget.refine_launches()
-    conds = {c.index: c for c in design_mod.conditions(setup.grid)}
-    index_of = {json.dumps(c.levels, sort_keys=True): c.index for c in conds.values()}
-    asks = 0
-    exhausted = ""
+class Exploration:
+    """Search's launch policy (framework.run.session.LaunchPolicy): each Optuna trial is one launch of the grid,
+    chosen until the launch (or GPU-hour) budget is spent; the last `budget.refine` launches race the
+    contenders the leader has not beaten. What each launch measured is read from the session's `Trials`."""
 
-    def budget_left(limit: int) -> bool:
-        if out.launches >= limit:
-            return False
-        if s.budget.gpu_hours is not None and out.gpu_hours >= s.budget.gpu_hours:
-            out.stop_reason = f"GPU-hour budget spent ({out.gpu_hours:.3g} of {s.budget.gpu_hours:g})"
-            return False
-        return True
+    def __init__(self, setup: SearchSetup, progress: RunProgress) -> None:
+        self.optuna = _optuna()
+        self.setup, self.progress = setup, progress
+        self.h, self.s = setup.hypothesis, setup.hypothesis.search
+        assert self.s is not None
+        self.seed = an.search_seed(self.h)
+        self.objectives = self.s.goal.objectives()
+        self.study = self.optuna.create_study(directions=[o.direction for o in self.objectives],
+                                              sampler=_sampler(self.optuna, self.s, self.seed))
+        self.dists = _distributions(self.optuna, self.s)
+        self.out = Explored(candidates={})
+        self.conds = {c.index: c for c in design_mod.conditions(setup.grid)}
+        self.index_of = {json.dumps(c.levels, sort_keys=True): c.index for c in self.conds.values()}
+        self._choices = self._choose()
+        self._pending: tuple[dict[str, str], str, Any, design_mod.PlannedLaunch] | None = None
 
-    def launch(point: dict[str, str], phase: str, trial: Any = None) -> None:
-        """One launch of `point` as one Optuna trial: the one that suggested it, or one with its parameters."""
-        if trial is None:
-            study.enqueue_trial(_params(s, point), skip_if_exists=False)
-            trial = study.ask(dists)
-        cond = conds[index_of[json.dumps(point, sort_keys=True)]]
+    def next(self, trials: Trials) -> list[Step]:
+        s, out = self.s, self.out
+        assert s is not None
+        try:
+            point, phase, trial = next(self._choices)
+        except StopIteration:
+            return []
+        if trial is None:  # one launch of `point` as one Optuna trial: one with its parameters
+            self.study.enqueue_trial(_params(s, point), skip_if_exists=False)
+            trial = self.study.ask(self.dists)
+        cond = self.conds[self.index_of[json.dumps(point, sort_keys=True)]]
         cand = out.candidates.get(cond.index)
         replicate = (len(cand.launch_ids) + cand.failed) if cand else 0
         planned = design_mod.PlannedLaunch(cond, replicate, out.launches,
-                                           design_mod.launch_seed(seed, cond.index, replicate))
-        raise_if_signalled()
-        progress.launch_started(cond, out.launches, s.budget.launches)
-        before = datetime.now(timezone.utc)
-        run_launch(ctx, planned, 1, writer, progress)
-        progress.launch_done()
+                                           design_mod.launch_seed(self.seed, cond.index, replicate))
+        self._pending = (point, phase, trial, planned)
+        return [Step(planned, out.launches, s.budget.launches)]
+
+    def observe(self, step: Step, launched: Launched, trials: Trials) -> None:
+        """Tell Optuna what the launch measured (or how it failed), and update the candidates."""
+        assert self._pending is not None and self.s is not None
+        point, phase, trial, planned = self._pending
+        h, s, out, optuna = self.h, self.s, self.out, self.optuna
         out.launches += 1
-        out.gpu_hours += (datetime.now(timezone.utc) - before).total_seconds() * setup.experiment.tp_size / 3600
-        out.candidates = an.candidates(h, writer.rows)
-        launch_id = f"{planned.launch_id}-a1"
-        values = [an.launch_value(h, writer.rows, launch_id, o.metric) for o in objectives]
-        row = next((r for r in reversed(writer.rows) if r.get("kind") == "launch" and r.get("launch_id") == launch_id),
-                   {})
-        end = next((r for r in reversed(writer.rows) if r.get("kind") == "launch_end"
-                    and r.get("launch_id") == launch_id), {})
+        out.gpu_hours += launched.seconds * self.setup.experiment.tp_size / 3600
+        out.candidates = an.candidates(h, trials.rows)
+        launch_id = launched.launch_id
+        values = [an.launch_value(h, trials.rows, launch_id, o.metric) for o in self.objectives]
+        own = launched.trials
+        row = (own.of_kind("launch") or [{}])[-1]
+        end = (own.of_kind("launch_end") or [{}])[-1]
         failed = not row.get("ok") or end.get("ok") is False
         failure = (row.get("failure_class") or end.get("failure_class") or "failed") if failed else None
         record = {"number": trial.number, "phase": phase, "launch_id": launch_id, "point": point,
@@ -228,13 +223,13 @@ def explore(setup: SearchSetup, ctx: RunContext, writer: TrialsWriter, progress:
             cls = failure or "no_data"
             trial.set_user_attr("failure_class", cls)
             trial.set_user_attr("failure", str(row.get("error") or end.get("error") or "measured nothing"))
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
             record.update(state="failed", failure_class=cls)
-            progress.note(f"search: {an.describe(point)}: failed ({cls}); told to Optuna as a failed trial")
+            self.progress.note(f"search: {an.describe(point)}: failed ({cls}); told to Optuna as a failed trial")
         else:
-            cand = out.candidates[cond.index]
+            cand = out.candidates[planned.condition.index]
             consts = [con.slack(v) for con in s.goal.parsed_constraints()
-                      if (v := an.launch_value(h, writer.rows, launch_id, con.metric)) is not None]
+                      if (v := an.launch_value(h, trials.rows, launch_id, con.metric)) is not None]
             if len(consts) < len(s.goal.constraints):
                 consts += [1.0] * (len(s.goal.constraints) - len(consts))
             trial.set_user_attr("constraints", consts)
@@ -242,63 +237,80 @@ def explore(setup: SearchSetup, ctx: RunContext, writer: TrialsWriter, progress:
                 for con, slack in zip(s.goal.constraints, consts, strict=True):
                     trial.set_constraint(con, slack)
             trial.set_user_attr("launch_id", launch_id)
-            study.tell(trial, values)
-            record.update(state="complete", values=dict(zip([o.metric for o in objectives], values, strict=True)),
+            self.study.tell(trial, values)
+            record.update(state="complete", values=dict(zip([o.metric for o in self.objectives], values, strict=True)),
                           constraints=consts)
             best = an.ranked(out.candidates, s)
-            lead = f"; leader {an.describe(best[0].point)}: {best[0].mean(s.goal.metric):.4g}" if best else ""
-            progress.note(f"search: launch {out.launches}/{s.budget.launches} ({phase}) {an.describe(point)}: "
-                          f"{s.goal.metric} {values[0]:.4g} (candidate {cand.mean(s.goal.metric):.4g} over "
-                          f"{cand.launches} launches){lead}")
+            lead = f"; leader {an.describe(best[0].point)}: {sig(best[0].mean(s.goal.metric))}" if best else ""
+            self.progress.note(f"search: launch {out.launches}/{s.budget.launches} ({phase}) {an.describe(point)}: "
+                               f"{s.goal.metric} {sig(values[0])} (candidate {sig(cand.mean(s.goal.metric))} over "
+                               f"{cand.launches} launches){lead}")
         out.trials.append(record)
 
-    # the reference first: the estimates against it need it, and Optuna starts from a known point
-    pending: list[dict[str, str]] = [s.reference_point()] * s.launches_per_candidate
-    while budget_left(explore_budget):
-        suggested = None
-        if pending:
-            point = pending.pop(0)
-        else:
-            asks += 1
-            if asks > MAX_ASKS_PER_LAUNCH * s.budget.launches:
-                exhausted = "Optuna's suggestions were all measured already or predicted to crash; "
-                break
-            trial = study.ask(dists)
-            point = _point(s, trial.params)
-            why = an.predicted_crash(point, out.candidates, an.crash_model(out.candidates))
-            if why is not None:  # learned: not launched, told as failed with the class it would fail with
-                trial.set_user_attr("avoided", why)
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                out.avoided += 1
-                out.trials.append({"number": trial.number, "phase": "avoided", "point": point, "state": "avoided",
-                                   "reason": why})
-                continue
-            cand = out.candidates.get(index_of[json.dumps(point, sort_keys=True)])
-            if cand is not None and cand.launches + cand.failed >= s.launches_per_candidate:
-                # measured already: more launches of it are the racing's to give, exploration looks elsewhere
-                trial.set_user_attr("duplicate", True)
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                out.trials.append({"number": trial.number, "phase": "duplicate", "point": point, "state": "skipped"})
-                if len(out.candidates) >= len(conds):
-                    exhausted = "every point of the grid measured; "
+    def _choose(self) -> Iterator[tuple[dict[str, str], str, Any]]:
+        """The points to launch, one at a time, as (point, phase, the Optuna trial that suggested it or None)."""
+        optuna, study, s, out = self.optuna, self.study, self.s, self.out
+        assert s is not None
+        explore_budget = s.budget.launches - s.budget.refine_launches()
+        asks = 0
+        exhausted = ""
+
+        def budget_left(limit: int) -> bool:
+            if out.launches >= limit:
+                return False
+            if s.budget.gpu_hours is not None and out.gpu_hours >= s.budget.gpu_hours:
+                out.stop_reason = f"GPU-hour budget spent ({out.gpu_hours:.3g} of {s.budget.gpu_hours:g})"
+                return False
+            return True
+
+        # the reference first: the estimates against it need it, and Optuna starts from a known point
+        pending: list[dict[str, str]] = [s.reference_point()] * s.launches_per_candidate
+        while budget_left(explore_budget):
+            suggested = None
+            if pending:
+                point = pending.pop(0)
+            else:
+                asks += 1
+                if asks > MAX_ASKS_PER_LAUNCH * s.budget.launches:
+                    exhausted = "Optuna's suggestions were all measured already or predicted to crash; "
                     break
+                trial = study.ask(self.dists)
+                point = _point(s, trial.params)
+                why = an.predicted_crash(point, out.candidates, an.crash_model(out.candidates))
+                if why is not None:  # learned: not launched, told as failed with the class it would fail with
+                    trial.set_user_attr("avoided", why)
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    out.avoided += 1
+                    out.trials.append({"number": trial.number, "phase": "avoided", "point": point,
+                                       "state": "avoided", "reason": why})
+                    continue
+                cand = out.candidates.get(self.index_of[json.dumps(point, sort_keys=True)])
+                if cand is not None and cand.launches + cand.failed >= s.launches_per_candidate:
+                    # measured already: more launches of it are the racing's to give, exploration looks elsewhere
+                    trial.set_user_attr("duplicate", True)
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    out.trials.append({"number": trial.number, "phase": "duplicate", "point": point,
+                                       "state": "skipped"})
+                    if len(out.candidates) >= len(self.conds):
+                        exhausted = "every point of the grid measured; "
+                        break
+                    continue
+                suggested = trial  # its first launch; the others are trials with the same parameters
+                pending = [point] * (s.launches_per_candidate - 1)
+            if suggested is None and an.predicted_crash(point, out.candidates, {}) is not None:
+                pending = []  # it crashed at start-up: its other launches would too
                 continue
-            suggested = trial  # its first launch; the others are trials with the same parameters
-            pending = [point] * (s.launches_per_candidate - 1)
-        if suggested is None and an.predicted_crash(point, out.candidates, {}) is not None:
-            pending = []  # it crashed at start-up: its other launches would too
-            continue
-        launch(point, "explore", suggested)
-    if not out.stop_reason:
-        while budget_left(s.budget.launches):  # racing: the contenders the leader has not beaten get the rest
-            contender = an.next_in_race(out.candidates, s)
-            if contender is None:
-                break
-            launch(contender.point, "refine")
-        out.stop_reason = out.stop_reason or (f"{exhausted}launch budget spent ({out.launches} of "
-                                              f"{s.budget.launches})" if out.launches >= s.budget.launches else
-                                              f"{exhausted}no contender left to race after {out.launches} launches")
-    return out
+            yield point, "explore", suggested
+        if not out.stop_reason:
+            while budget_left(s.budget.launches):  # racing: the contenders the leader has not beaten get the rest
+                contender = an.next_in_race(out.candidates, s)
+                if contender is None:
+                    break
+                yield contender.point, "refine", None
+            out.stop_reason = out.stop_reason or (f"{exhausted}launch budget spent ({out.launches} of "
+                                                  f"{s.budget.launches})" if out.launches >= s.budget.launches else
+                                                  f"{exhausted}no contender left to race after {out.launches} "
+                                                  "launches")
 
 
 # --------------------------------------------------------------------------- the summary
@@ -391,7 +403,6 @@ def search(setup: SearchSetup, run_dir: Path, cwd: Path, console: Console | None
     with the confirmation's verdict record under `confirmation` (which search.json itself does not hold)."""
     from framework.run.runner import resolve as resolve_run
     from framework.run.runner import run as run_confirmation
-    from framework.run.runner import write_environment
 
     console = console or make_console()
     install_signal_handlers()
@@ -403,25 +414,24 @@ def search(setup: SearchSetup, run_dir: Path, cwd: Path, console: Console | None
         raise StorageError(f"{run_dir}: cannot create the search directory ({exc.strerror or exc})") from None
     started = now_iso()
     search_id = hashlib.sha256(f"{h.name}/{sha256_file(setup.hypothesis_path)}/{started}".encode()).hexdigest()[:12]
-    ctx = RunContext(hypothesis=setup.grid, hypothesis_path=setup.hypothesis_path, experiment=setup.experiment,
-                     backend=setup.backend, design=h.design, ledger=setup.ledger, run_dir=run_dir,
-                     config=setup.config, sim_coverage=setup.coverage, progress=setup.progress)
+    # the exploration launches the grid through the same door as its confirmation: workers, profile, secrets
+    ctx = open_context(setup.cfg, setup.resolved, run_dir, cwd, hypothesis=setup.grid)
     for line in (setup.coverage or {}).get("unmodelled_varied") or []:
         console.print(escape(f"warning: sim.allow_unmodelled=true: the simulator does not model this: {line}"),
                       style="bold red", highlight=False)
     console.print(escape(f"search {search_id}: {h.name} on backend {setup.backend.name}: {s.grid_size()} points "
                          f"(a grid at {s.launches_per_candidate} launches each: {s.grid_launches()} launches); "
                          f"budget {s.budget.launches} launches"), highlight=False)
-    writer = TrialsWriter(run_dir / "trials.jsonl", ctx.redactor)
     progress = RunProgress(console, f"search {h.name}", total_launches=s.budget.launches,
                            requests_per_launch=h.design.requests + h.design.warmup,
-                           enabled=setup.progress and console.is_terminal)
-    try:
-        write_environment(writer, setup.backend.name)
+                           enabled=bool(setup.cfg.get("progress", True)) and console.is_terminal)
+    session = Session(ctx)
+    with session:
+        policy = Exploration(setup, progress)
         with progress:
-            explored = explore(setup, ctx, writer, progress)
-    finally:
-        writer.close()
+            drive(session, policy, progress)
+    explored, writer = policy.out, session.writer
+    assert writer is not None
     summary = summarize(setup, explored, search_id)
     if not summary["chosen"]:
         _write_json(run_dir / "search.json", summary)
@@ -468,6 +478,7 @@ def search(setup: SearchSetup, run_dir: Path, cwd: Path, console: Console | None
         except Exception as exc:  # a report is a convenience; the verdict is in the ledger
             console.print(f"[yellow]search report not written: {escape(str(exc))}[/yellow]")
     _print_confirmation(console, summary, record)
+    ctx.redactor.scrub_tree(run_dir)  # the exploration's logs and the search report: no secret stays
     return {**summary, "confirmation": record}
 
 
@@ -491,7 +502,7 @@ def _relative(path: Path, ledger_path: Path) -> str:
 
 
 def _print_summary(console: Console, summary: dict[str, Any]) -> None:
-    chosen = "; ".join(an.describe(c["point"]) + f" ({c['mean']:.4g} over {c['launches']} launches)"
+    chosen = "; ".join(an.describe(c["point"]) + f" ({sig(c['mean'])} over {c['launches']} launches)"
                        for c in summary["chosen"])
     console.print(escape(f"search {summary['id']}: {summary['launches_spent']} launches spent "
                          f"(a grid: {summary['grid_launches']}), {summary['candidates_launched']} candidates, "
@@ -499,20 +510,16 @@ def _print_summary(console: Console, summary: dict[str, Any]) -> None:
     est = summary.get("estimate")
     if est:
         console.print(escape(
-            f"  exploration's estimate against the reference: naive {est['naive']:.4g} "
-            f"[{_fmt(est['naive_ci'][0])}, {_fmt(est['naive_ci'][1])}], selection-corrected {est['corrected']:.4g} "
-            f"[{_fmt(est['corrected_ci'][0])}, {_fmt(est['corrected_ci'][1])}] (winner's curse; {est['n_candidates']} "
+            f"  exploration's estimate against the reference: naive {sig(est['naive'])} "
+            f"[{sig(est['naive_ci'][0])}, {sig(est['naive_ci'][1])}], selection-corrected {sig(est['corrected'])} "
+            f"[{sig(est['corrected_ci'][0])}, {sig(est['corrected_ci'][1])}] (winner's curse; {est['n_candidates']} "
             f"candidates)"), highlight=False)
 
 
-def _fmt(v: Any) -> str:
-    return "-" if v is None else f"{v:.4g}"
-
-
 def _print_confirmation(console: Console, summary: dict[str, Any], record: dict[str, Any]) -> None:
-    preds = "; ".join(f"{p['id']}: {p['verdict']} (estimate {_fmt(p.get('estimate'))}, interval "
+    preds = "; ".join(f"{p['id']}: {p['verdict']} (estimate {sig(p.get('estimate'))}, interval "
                       f"{p.get('ci')})" for p in record.get("predictions") or [])
     est = summary.get("estimate") or {}
-    naive = f"; exploration: naive {est['naive']:.4g}, selection-corrected {est['corrected']:.4g}" if est else ""
+    naive = f"; exploration: naive {sig(est['naive'])}, selection-corrected {sig(est['corrected'])}" if est else ""
     console.print(escape(f"search {summary['id']} confirmation: {record['verdict']} on fresh launches: "
                          f"{preds}{naive}"), highlight=False)

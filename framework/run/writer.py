@@ -152,9 +152,11 @@ def _reuse_one(ctx: RunContext, writer: TrialsWriter, run_dir: Path, taken: set[
         return {launch_id.rpartition("-a")[0] for launch_id in done}, attempts
     keep = {launch_id for launch_id in done if launch_id.rpartition("-a")[0] not in taken}
     # rows from before launch rows named their machine (0.3) name it by the environment row in force: keep those
-    unnamed = any(not r.get("machine") for r in Trials(old).of_kind("launch") if r["launch_id"] in keep)
+    index = Trials(old)
+    unnamed = any(not r.get("machine") for r in index.of_kind("launch") if r["launch_id"] in keep)
+    environments = {id(r) for r in index.of_kind("environment")} if unnamed else set()
     for row in old:  # in file order, so each launch stays after the environment row it ran under
-        if (row.get("kind") == "environment" and unnamed) or row.get("launch_id") in keep:
+        if id(row) in environments or row.get("launch_id") in keep:
             writer.write({**row, "reused_from": str(run_dir)})
     reused = {launch_id.rpartition("-a")[0] for launch_id in keep}
     writer.sync()
