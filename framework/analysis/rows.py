@@ -20,13 +20,10 @@ from framework.core.machine import UNKNOWN as UNKNOWN_MACHINE
 from framework.core.machine import launch_machines
 from framework.core.metrics import RATIO_METRICS, is_launch_metric, launch_value, ratio_parts, unmeasured
 from framework.core.spec import Hypothesis
+from framework.errors import TrialsConflict
 
 # Rows that describe the same launch or request may differ only in these bookkeeping fields.
 _BOOKKEEPING = frozenset({"reused_from"})
-
-
-class TrialsConflict(ValueError):
-    """Two rows of a trials file claim the same launch or request with different content."""
 
 
 @dataclass

@@ -32,15 +32,12 @@ from framework.core.twin import (
     TwinFit,
     blank,
 )
+from framework.errors import FitError
 
 Predict = Callable[[TwinFit, TwinConfig], dict[str, float]]
 LOWER = {"thread_exponent": -2.0, "accept_length": 1.0}
 UPPER = {"thread_exponent": 3.0, "accept_length": 16.0}
 RANK_TOL = 1e-6
-
-
-class FitError(ValueError):
-    """Nothing in the pilot can be fitted (no measured launch, no decode, ...): the message says why."""
 
 
 @dataclass(frozen=True)

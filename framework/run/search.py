@@ -37,7 +37,7 @@ from framework.analysis import search as an
 from framework.core import design as design_mod
 from framework.core.hashing import json_finite, sha256_file
 from framework.core.spec import Experiment, Hypothesis, validate_model
-from framework.errors import BackendConfigError, ConfigError, SpecError, StorageError
+from framework.errors import BackendConfigError, ConfigError, NoWinner, SpecError, StorageError
 from framework.execution.backends import BackendSettings
 from framework.execution.backends import check as check_backend
 from framework.execution.launcher import install_signal_handlers, raise_if_signalled
@@ -469,10 +469,6 @@ def search(setup: SearchSetup, run_dir: Path, cwd: Path, console: Console | None
             console.print(f"[yellow]search report not written: {escape(str(exc))}[/yellow]")
     _print_confirmation(console, summary, record)
     return {**summary, "confirmation": record}
-
-
-class NoWinner(Exception):
-    """Exploration measured no candidate that could be confirmed (exit 3: no verdict without data)."""
 
 
 def raise_no_winner(run_dir: Path, explored: Explored) -> None:
