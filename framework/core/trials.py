@@ -275,8 +275,43 @@ class Trials:
             out.setdefault(r.get(key), []).append(r)
         return out
 
+    @classmethod
+    def of(cls, rows: Trials | Iterable[dict[str, Any]]) -> Trials:
+        """`rows` indexed (rows already indexed as they are)."""
+        return rows if isinstance(rows, Trials) else cls(rows)
+
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        """The rows of `kind`, in file order."""
         return self._by_kind.get(kind, [])
+
+    def of_kinds(self, *kinds: str) -> list[dict[str, Any]]:
+        """The rows of any of `kinds`, in file order (where one kind's rows say what holds for the next's)."""
+        return [r for r in self.rows if r.get("kind") in kinds]
+
+    def last_of_kind(self, kind: str) -> dict[str, Any] | None:
+        rows = self.of_kind(kind)
+        return rows[-1] if rows else None
+
+    def launches_in_environment(self) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+        """Every launch row with the environment row in force when it was written (the last one before it: a
+        resume on another machine writes its own), None before any."""
+        env: dict[str, Any] | None = None
+        out = []
+        for r in self.of_kinds("environment", "launch"):
+            if r.get("kind") == "launch":
+                out.append((r, env))
+            else:
+                env = r
+        return out
+
+    @staticmethod
+    def identity(row: dict[str, Any]) -> tuple[str, str] | None:
+        """A launch's or a request's (kind, id): what two copies of one row share; None for other rows."""
+        kind = row.get("kind")
+        field = {"launch": "launch_id", "request": "trial_id"}.get(str(kind))
+        if field is None or row.get(field) is None:
+            return None
+        return str(kind), str(row[field])
 
     def typed(self, kind: str) -> list[Any]:
         """The rows of `kind` parsed into their model (`ROW_MODELS`)."""
