@@ -328,10 +328,8 @@ def summarize(setup: SearchSetup, explored: Explored, search_id: str) -> dict[st
     front: dict[str, Any]
     if len(objectives) == 2 and len(eligible) >= 1:
         f = pareto.pareto_front(
-            [pareto.Candidate(an.describe(c.point), {o.metric: c.values[o.metric] for o in objectives})
-             for c in eligible.values()],
-            tuple(pareto.Objective(o.metric, "max" if o.direction == "maximize" else "min")  # type: ignore[arg-type]
-                  for o in objectives), alpha=alpha)
+            [pareto.Sample(an.describe(c.point), {o.metric: c.values[o.metric] for o in objectives})
+             for c in eligible.values()], (objectives[0], objectives[1]), alpha=alpha)
         front = {"objectives": [o.model_dump() for o in objectives], **asdict(f)}
     else:  # one objective: the front is its best, with the interval of every measured candidate beside it
         front = {"objectives": [o.model_dump() for o in objectives],
