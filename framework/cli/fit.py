@@ -67,8 +67,8 @@ def engine_of(rows: list[dict[str, Any]], run_dir: Path) -> str:
 def reference_threads(launches: list[twinfit.Launch]) -> int | None:
     from framework.execution.adapters import planning_model
 
-    summary = getattr(planning_model(), "twin_engine_summary", None)
-    threads = sorted({t for x in launches if summary and (t := summary(x.config).get("threads"))})
+    summary = planning_model().twin_engine_summary
+    threads = sorted({t for x in launches if (t := summary(x.config).get("threads"))})
     return threads[0] if threads else None
 
 
