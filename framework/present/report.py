@@ -82,17 +82,6 @@ class Pre:
 Block = Heading | Banner | Para | Table | Figure | Pre
 
 
-# --------------------------------------------------------------------------- formatting
-
-
-
-
-
-
-
-
-
-
 # --------------------------------------------------------------------------- criteria (pure)
 
 
@@ -493,8 +482,6 @@ def render_html(title: str, blocks: Iterable[Block]) -> str:
     return "\n".join(out) + "\n"
 
 
-
-
 def render_markdown(blocks: Iterable[Block], fig_dir: str = FIG_DIR) -> str:
     out: list[str] = []
     for b in blocks:
@@ -517,8 +504,6 @@ def render_markdown(blocks: Iterable[Block], fig_dir: str = FIG_DIR) -> str:
 
 
 # --------------------------------------------------------------------------- the shell
-
-
 
 
 def _read_rows(path: Path | None) -> list[dict[str, Any]] | None:
