@@ -21,7 +21,7 @@ from typing import Any, Iterable, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from framework.core.vocabulary import DecodeUnmeasured
+from framework.core.vocabulary import DecodeUnmeasured, RequestErrorClass
 from framework.errors import TrialsFileError
 
 FORMAT = 2  # the trials format this code writes
@@ -93,8 +93,6 @@ class LaunchEndRow(_Row):
 
 
 Number = Union[int, float]  # a figure as measured or as the server sent it: validation keeps an int an int
-ErrorClass = Literal["http_error", "timeout", "stream_cut", "malformed_stream", "connection", "cancelled",
-                     "context_length"]
 
 # when a request row's optional fields are written (every other field always is)
 _IF_SET = frozenset({"decode_tokens", "decode_s", "decode_unmeasured", "sim_mean_batch", "sim_arrival_model_s",
@@ -148,7 +146,7 @@ class RequestRow(_Row):
     start_s: float | None = None  # send time, model seconds since the launch's workload began
     scheduled_s: float | None = None  # open loop: the scheduled send time, same clock
     send_lateness_wall_s: float | None = None  # open loop: actual minus scheduled send, wall seconds
-    error_class: ErrorClass | None = None
+    error_class: RequestErrorClass | None = None
     token_count_source: Literal["meta_info", "chunks", "usage"] | None = None
     server_request_id: Any = None
     sim_max_lag_s: Number | None = None  # the sim's own lag figures (None from other servers)
@@ -287,10 +285,6 @@ class Trials:
     def of_kinds(self, *kinds: str) -> list[dict[str, Any]]:
         """The rows of any of `kinds`, in file order (where one kind's rows say what holds for the next's)."""
         return [r for r in self.rows if r.get("kind") in kinds]
-
-    def last_of_kind(self, kind: str) -> dict[str, Any] | None:
-        rows = self.of_kind(kind)
-        return rows[-1] if rows else None
 
     def launches_in_environment(self) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
         """Every launch row with the environment row in force when it was written (the last one before it: a

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from framework.core.trials import ErrorClass, RequestRow
+from framework.core.trials import RequestRow
+from framework.core.vocabulary import RequestErrorClass
 from framework.core.workload import (
     ENDPOINT_PATHS,
     PROMPT_TOKEN_RANGE,
@@ -140,7 +141,7 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
     prompt = body.get("input_ids") or body.get("prompt") or body.get("text") or ""
     t0 = time.perf_counter()
     error: str | None = None
-    error_class: ErrorClass | None = None
+    error_class: RequestErrorClass | None = None
     try:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout_s)
         async with session.post(base_url + ENDPOINT_PATHS[endpoint], data=payload, headers=send_headers,
