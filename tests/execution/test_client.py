@@ -50,8 +50,8 @@ import time  # noqa: E402
 import aiohttp  # noqa: E402
 
 from framework.core.spec import Workload  # noqa: E402
-from framework.execution.client.request import generate_body, measure_request  # noqa: E402
 from framework.core.trials import RequestRow  # noqa: E402
+from framework.execution.client.request import generate_body, measure_request  # noqa: E402
 
 
 def _measure(url: str, body: dict, timeout: float) -> RequestRow:
