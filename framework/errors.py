@@ -9,8 +9,16 @@
     │   ├── LedgerError          the ledger cannot be appended to safely (it is left as it was)
     │   ├── StorageError         a run's file cannot be written (a full disk): nothing torn, resume=DIR
     │   ├── TrialsFileError      a trials file damaged in the middle
+    │   │   └── TrialsConflict   two rows of it claim the same launch or request with different content
+    │   ├── YamlProblem          YAML past the loader's limits or with a duplicate key: where, message
+    │   ├── FitError             a pilot with nothing a twin can be fitted to
     │   └── ReportError          a report path that is not a run, a sweep or a ledger
+    ├── NoData                   the work ran but measured nothing a verdict can stand on: exit 3
+    │   └── NoWinner             a search's exploration found no candidate to confirm
     └── LaunchError              a server did not become ready (the run records it; it never escapes a run)
+
+The CLI (framework.cli.main) maps a UserError to exit 2 and NoData to exit 3, each one line on stderr.
+Those that were ValueErrors stay ValueErrors too, for the callers that catch them as such.
 
 The servers we ship (`framework.servers`) are separate programs with their own errors.
 """
@@ -74,8 +82,34 @@ class TrialsFileError(UserError, ValueError):
     """A line in the middle of a trials file is not JSON: the file was damaged or edited."""
 
 
+class TrialsConflict(TrialsFileError):
+    """Two rows of a trials file claim the same launch or request with different content (framework.analysis.rows)."""
+
+
+class YamlProblem(UserError, ValueError):
+    """(where, message): `where` is "line L, column C" or "yaml" (framework.core.yamlio; a file's loader turns it
+    into a SpecError naming the file)."""
+
+    def __init__(self, where: str, message: str) -> None:
+        self.where, self.message = where, message
+        super().__init__(f"{where}: {message}")
+
+
+class FitError(UserError, ValueError):
+    """Nothing in the pilot can be fitted (no measured launch, no decode, ...): the message says why
+    (framework.analysis.twinfit)."""
+
+
 class ReportError(UserError):
     """The path is not a run directory, a multirun directory or a ledger."""
+
+
+class NoData(FrameworkError):
+    """The work ran but measured nothing a verdict can stand on (exit 3)."""
+
+
+class NoWinner(NoData):
+    """A search's exploration measured no candidate that could be confirmed (framework.run.search)."""
 
 
 class LaunchError(FrameworkError):

@@ -25,6 +25,7 @@ import numpy as np
 
 from framework.core.design import conditions, matching
 from framework.core.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
+from framework.core.trials import Trials
 from framework.stats.anytime import launches_to_support
 
 MAX_LAUNCHES = 1000
@@ -649,8 +650,8 @@ def workload_spans(rows: list[dict[str, Any]]) -> dict[int, float]:
     """
     spans: dict[str, tuple[float, float]] = {}
     cond_of: dict[str, int] = {}
-    for r in rows:
-        if r.get("kind") != "request" or r.get("start_s") is None or not r.get("e2e_s"):
+    for r in Trials.of(rows).of_kind("request"):
+        if r.get("start_s") is None or not r.get("e2e_s"):
             continue
         lid = r["launch_id"]
         cond_of[lid] = r.get("condition", -1)

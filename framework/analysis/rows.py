@@ -20,13 +20,11 @@ from framework.core.machine import UNKNOWN as UNKNOWN_MACHINE
 from framework.core.machine import launch_machines
 from framework.core.metrics import RATIO_METRICS, is_launch_metric, launch_value, ratio_parts, unmeasured
 from framework.core.spec import Hypothesis
+from framework.core.trials import Trials
+from framework.errors import TrialsConflict
 
 # Rows that describe the same launch or request may differ only in these bookkeeping fields.
 _BOOKKEEPING = frozenset({"reused_from"})
-
-
-class TrialsConflict(ValueError):
-    """Two rows of a trials file claim the same launch or request with different content."""
 
 
 @dataclass
@@ -110,22 +108,21 @@ def distinct_rows(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     out: list[dict[str, Any]] = []
     dropped = {"launch": 0, "request": 0}
     for r in rows:
-        kind = r.get("kind")
-        key_field = {"launch": "launch_id", "request": "trial_id"}.get(str(kind))
-        if key_field is None or r.get(key_field) is None:
+        key = Trials.identity(r)
+        if key is None:
             out.append(r)
             continue
-        key = (str(kind), str(r[key_field]))
+        kind, row_id = key
         core = {k: v for k, v in r.items() if k not in _BOOKKEEPING}
         prev = seen.get(key)
         if prev is None:
             seen[key] = core
             out.append(r)
         elif prev == core:
-            dropped[str(kind)] += 1
+            dropped[kind] += 1
         else:
             diff = sorted(k for k in set(prev) | set(core) if prev.get(k) != core.get(k))
-            raise TrialsConflict(f"the trials file has conflicting rows for {kind} {r[key_field]!r} "
+            raise TrialsConflict(f"the trials file has conflicting rows for {kind} {row_id!r} "
                                  f"(they differ in {', '.join(diff)}); refusing to analyse it")
     return out, dropped
 
@@ -149,7 +146,7 @@ def _superseded(launch_rows: list[dict[str, Any]]) -> set[str]:
 def _ended(launch_rows: list[dict[str, Any]], distinct: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The launch rows with each launch that did not serve its whole workload (its `launch_end` row says
     `ok: false`: it crashed, cut streams, hung up or stalled) failed, with that row's class and message."""
-    ends = {r.get("launch_id"): r for r in distinct if r.get("kind") == "launch_end" and r.get("ok") is False}
+    ends = {r.get("launch_id"): r for r in Trials.of(distinct).of_kind("launch_end") if r.get("ok") is False}
     out = []
     for r in launch_rows:
         end = ends.get(r["launch_id"])
@@ -174,7 +171,8 @@ def collect(h: Hypothesis, distinct: list[dict[str, Any]], rules: RuleSet | None
     for d in data.values():
         d.ratios = defaultdict(list) if ratio else None
     launch_cond: dict[str, int] = {}
-    launch_rows = [r for r in distinct if r.get("kind") == "launch" and r.get("condition") in data]
+    trials = Trials.of(distinct)
+    launch_rows = [r for r in trials.of_kind("launch") if r.get("condition") in data]
     if rules.launch_end_fails:
         launch_rows = _ended(launch_rows, distinct)
     gone = _superseded(launch_rows)
@@ -186,7 +184,7 @@ def collect(h: Hypothesis, distinct: list[dict[str, Any]], rules: RuleSet | None
         data[r["condition"]].launch_rows.append(r)
         data[r["condition"]].machines[r["launch_id"]] = machine_of.get(r["launch_id"], UNKNOWN_MACHINE)
         launch_cond[r["launch_id"]] = r["condition"]
-    requests = [r for r in distinct if r.get("kind") == "request" and r.get("launch_id") not in gone]
+    requests = [r for r in trials.of_kind("request") if r.get("launch_id") not in gone]
     for r in requests:
         c = launch_cond.get(r.get("launch_id"), r.get("condition"))
         if c not in data:

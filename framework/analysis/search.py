@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from framework.analysis.rows import group_rows
-from framework.core.design import Condition, conditions
 from framework.core.search import Dimension, SearchBlock
 from framework.core.spec import Factor, Hypothesis
 
@@ -39,13 +38,6 @@ def _block(h: Hypothesis) -> SearchBlock:
     if h.search is None:
         raise ValueError(f"hypothesis {h.name} has no search block")
     return h.search
-
-
-def condition_of(grid: Hypothesis, point: dict[str, str]) -> Condition:
-    for c in conditions(grid):
-        if c.levels == point:
-            return c
-    raise KeyError(f"no condition {point}")
 
 
 def metrics_of(s: SearchBlock) -> list[str]:
@@ -140,15 +132,6 @@ def feasible(c: Candidate, s: SearchBlock) -> bool | None:
         if not vals or con.slack(statistics.fmean(vals)) > 0:
             return False
     return True
-
-
-def constraint_slacks(c: Candidate, s: SearchBlock) -> list[float]:
-    """Optuna's constraint values (<= 0 met) of the candidate's launches so far."""
-    out = []
-    for con in s.goal.parsed_constraints():
-        vals = c.values.get(con.metric) or []
-        out.append(con.slack(statistics.fmean(vals)) if vals else 1.0)
-    return out
 
 
 def log_median(c: Candidate, metric: str) -> float | None:

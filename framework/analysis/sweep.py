@@ -15,7 +15,6 @@ METHODS = {"holm": "Holm (family-wise error rate, confirmatory)",
 VERDICTS = ("supported", "refuted", "inconclusive")
 
 
-
 def valid_p_value(prediction: dict[str, Any]) -> Any:
     """The p-value that stays valid under the job's stopping rule (sequential or anytime), else the fixed one."""
     details = prediction.get("details") or {}

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from framework.core.trials import Trials
 from framework.core.twin import (
     FITTED_METRICS,
     PARAMETERS,
@@ -32,15 +33,12 @@ from framework.core.twin import (
     TwinFit,
     blank,
 )
+from framework.errors import FitError
 
 Predict = Callable[[TwinFit, TwinConfig], dict[str, float]]
 LOWER = {"thread_exponent": -2.0, "accept_length": 1.0}
 UPPER = {"thread_exponent": 3.0, "accept_length": 16.0}
 RANK_TOL = 1e-6
-
-
-class FitError(ValueError):
-    """Nothing in the pilot can be fitted (no measured launch, no decode, ...): the message says why."""
 
 
 @dataclass(frozen=True)
@@ -92,13 +90,12 @@ def _tp(argv: list[str]) -> int:
 
 def launches_from_rows(rows: Iterable[dict[str, Any]], engine: str) -> list[Launch]:
     """The pilot's measured launches (a started launch with a closed-loop workload and measured requests)."""
-    rows = list(rows)
-    argv = {r["launch_id"]: list(r.get("argv") or []) for r in rows if r.get("kind") == "launch" and r.get("ok")}
-    work = {r["launch_id"]: r for r in rows if r.get("kind") == "workload"}
+    trials = Trials.of(rows)
+    argv = {r["launch_id"]: list(r.get("argv") or []) for r in trials.of_kind("launch") if r.get("ok")}
+    work = {r["launch_id"]: r for r in trials.of_kind("workload")}
     reqs: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        if r.get("kind") == "request" and r.get("ok") and (r.get("phase") == "measured" or
-                                                           (r.get("phase") is None and not r.get("warmup"))):
+    for r in trials.of_kind("request"):
+        if r.get("ok") and (r.get("phase") == "measured" or (r.get("phase") is None and not r.get("warmup"))):
             reqs.setdefault(r["launch_id"], []).append(r)
     out = []
     for lid, a in argv.items():

@@ -11,7 +11,7 @@ import importlib
 import signal
 import sys
 
-from framework.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, UserError
+from framework.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NO_DATA, EXIT_OK, NoData, UserError
 
 USAGE = """\
 usage: python -m framework COMMAND [ARGS]
@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except NoData as exc:
+        print(f"error: no data: {exc}", file=sys.stderr)
+        return EXIT_NO_DATA
     except KeyboardInterrupt:
         print(f"interrupted{_resume_hint()}", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -24,6 +24,7 @@ from framework.core.twin import PARAMETERS, TwinFit
 from framework.errors import EXIT_OK, ConfigError, TrialsFileError
 from framework.execution import adapters
 from framework.execution.backends import BACKENDS
+from framework.present.format import percent, sig
 from framework.records.trials import read_trials
 
 KEYS = ("pilot", "out", "engine", "name")
@@ -68,8 +69,8 @@ def engine_of(rows: list[dict[str, Any]], run_dir: Path) -> str:
 def reference_threads(launches: list[twinfit.Launch]) -> int | None:
     from framework.execution.adapters import planning_model
 
-    summary = getattr(planning_model(), "twin_engine_summary", None)
-    threads = sorted({t for x in launches if summary and (t := summary(x.config).get("threads"))})
+    summary = planning_model().twin_engine_summary
+    threads = sorted({t for x in launches if (t := summary(x.config).get("threads"))})
     return threads[0] if threads else None
 
 
@@ -126,14 +127,14 @@ def show(fit: TwinFit, out: Path) -> None:
     for col in ("parameter", "estimate", "se", "unit", "identifiable"):
         t.add_column(col)
     for name, p in fit.parameters.items():
-        t.add_row(name, f"{p.estimate:.4g}" if p.estimate is not None else "-",
-                  f"{p.se:.3g}" if p.se is not None else "-", PARAMETERS[name][0],
+        t.add_row(name, sig(p.estimate, 4), sig(p.se, 3), PARAMETERS[name][0],
                   "yes" if p.identifiable else f"no: {p.reason}; vary {p.needs}")
     console.print(t)
     for m, nz in fit.noise.items():
-        fmt = lambda v: f"{v:.2%}" if v is not None else "not estimable"  # noqa: E731
-        console.print(f"  {m}: launch sd {fmt(nz.launch_log_sd)}, request sd {fmt(nz.request_log_sd)}, "
-                      f"residual sd {nz.residual_log_sd:.2%} (log scale, df {nz.residual_df})")
+        sd = {k: percent(v, missing="not estimable") for k, v in (("launch", nz.launch_log_sd),
+                                                                  ("request", nz.request_log_sd))}
+        console.print(f"  {m}: launch sd {sd['launch']}, request sd {sd['request']}, "
+                      f"residual sd {percent(nz.residual_log_sd)} (log scale, df {nz.residual_df})")
     for note in fit.notes:
         console.print(f"  note: {note}")
     console.print(f"twin: {out}  (serve it: backend=sim sim_profile={out})")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from framework.core.design import Condition
+from framework.core.trials import Trials
 
 
 def empty_conditions(conds: list[Condition], rows: Iterable[dict[str, Any]]) -> dict[int, str]:
@@ -23,14 +24,12 @@ def empty_conditions(conds: list[Condition], rows: Iterable[dict[str, Any]]) -> 
     cond_of: dict[str, int] = {}
     served: set[str] = set()
     first_error: dict[str, str] = {}
-    requests = []
-    for r in rows:
-        if r.get("kind") == "launch" and r.get("condition") in launches:
+    trials = Trials.of(rows)
+    for r in trials.of_kind("launch"):
+        if r.get("condition") in launches:
             launches[r["condition"]].append(r)
             cond_of[r["launch_id"]] = r["condition"]
-        elif r.get("kind") == "request":
-            requests.append(r)
-    for r in requests:
+    for r in trials.of_kind("request"):
         lid = r.get("launch_id")
         if r.get("ok") and not r.get("warmup"):
             served.add(lid)

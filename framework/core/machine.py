@@ -18,6 +18,8 @@ import hashlib
 import re
 from typing import Any, Iterable
 
+from framework.core.trials import Trials
+
 UNKNOWN = "unknown"  # a launch whose rows name no machine at all
 
 _SMI_L = re.compile(r"^GPU\s+(\d+):\s*(.*?)\s*\(UUID:\s*([^)\s]+)\s*\)\s*$")
@@ -89,16 +91,11 @@ def launch_machines(rows: Iterable[dict[str, Any]]) -> dict[str, str]:
     reported (`server_info.hardware.gpus`); else the `environment` row in force when it was written (the
     last one before it: a resume on another machine writes its own); else `UNKNOWN`.
     """
-    env: dict[str, Any] | None = None
     out: dict[str, str] = {}
     weak: dict[str, str | None] = {}  # launches told only by a host (an environment row without GPU UUIDs) or not
     named: dict[str, set[str]] = {}  # host -> the ids that launch rows' own `machine` fields give it
-    for r in rows:
-        kind = r.get("kind")
-        if kind == "environment":
-            env = r
-            continue
-        if kind != "launch" or r.get("launch_id") is None:
+    for r, env in Trials.of(rows).launches_in_environment():
+        if r.get("launch_id") is None:
             continue
         lid = str(r["launch_id"])
         own = r.get("machine")

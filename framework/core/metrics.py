@@ -42,8 +42,6 @@ LAUNCH_METRICS: dict[str, str] = {
 }
 SLO_KEYS = ("ttft_s", "tpot_s", "e2e_s", "itl_s")
 # rates: larger is better; everything else here is a time (smaller is better) or a count
-RATES = {"decode_tok_s", "output_tok_s", "output_throughput", "request_throughput", "goodput", "slo_attainment",
-         "accept_length"}
 
 
 def all_metric_names() -> list[str]:

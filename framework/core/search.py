@@ -140,9 +140,15 @@ def parse_constraint(text: str) -> Constraint:
     return Constraint(metric=m["metric"], op=m["op"], bound=bound)  # type: ignore[arg-type]
 
 
+Direction = Literal["maximize", "minimize"]  # which way a metric is better (throughput up, latency down)
+
+
 class Objective(_Strict):
+    """One metric a search optimizes and which way is better: the goal's, or the second of a Pareto front
+    (framework.stats.pareto takes these too)."""
+
     metric: str
-    direction: Literal["maximize", "minimize"]
+    direction: Direction
 
     @field_validator("metric")
     @classmethod

@@ -35,7 +35,6 @@ from framework.errors import SpecError
 METRICS: dict[str, str] = {**REQUEST_METRICS, **LAUNCH_METRICS}  # plus <metric>.<stat>: framework.core.metrics
 
 
-
 def _arg_text(value: Any) -> Any:
     """A number in a command line is its text: YAML and Hydra read `[--chunked-prefill-size, 8192]` as an int."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):

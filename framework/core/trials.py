@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, Union
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from framework.core.vocabulary import DecodeUnmeasured, RequestErrorClass
 from framework.errors import TrialsFileError
 
 FORMAT = 2  # the trials format this code writes
@@ -91,24 +92,44 @@ class LaunchEndRow(_Row):
     finished: str
 
 
-class RequestRow(_Row):
-    """One request measured by the client. Failed requests are kept, with the reason.
+Number = Union[int, float]  # a figure as measured or as the server sent it: validation keeps an int an int
 
-    Beside these fields a request row carries `decode_tokens` and `decode_s` (the tokens after the
-    first chunk and the time from the first chunk to the last) where decode was measured, and
-    `decode_unmeasured` (framework.core.vocabulary.DecodeUnmeasured) where an ok request's was not.
+# when a request row's optional fields are written (every other field always is)
+_IF_SET = frozenset({"decode_tokens", "decode_s", "decode_unmeasured", "sim_mean_batch", "sim_arrival_model_s",
+                     "planned_prompt_tokens", "planned_output_tokens", "model_start_s", "dataset_row"})
+_MODEL_CLOCK = frozenset({"chunk_model_times_s", "chunk_model_tokens", "wall_ttft_s", "wall_tpot_s", "wall_e2e_s",
+                          "wall_decode_tok_s", "wall_output_tok_s"})  # only when clock == "sim_model"
+_LAUNCH_STAMP = ("format", "kind", "trial_id", "launch_id", "condition", "levels", "index", "warmup")
+
+
+class RequestRow(_Row):
+    """One request: what the client measured (framework.execution.client.request.measure_request), completed by
+    the load loop (the plan's side) and stamped by the launch (its identity), as trials.jsonl keeps it.
+    Failed requests are kept, with the reason. Seconds are on the model's clock unless a name says `wall`.
+
+    The one model of a request from the client to the analysis. The client holds it before the launch has
+    stamped it (the identity fields None) and hands the launch `measured()`, the dict a worker process sends
+    back; the launch validates that dict with its identity into this model again and writes `to_json()`.
+    Fields that were always typed keep their coercion (an int time_scale is written 1.0); the others are
+    typed so that validation leaves a value as measured (`Number`: an int a server sends stays an int), so a
+    row's values are those the client has always written (tests/execution/test_request_result.py pins them).
+    A field of `_IF_SET` is written only when set, one of `_MODEL_CLOCK` only on the sim's model clock, a
+    `sim_*` field only when the server sent it, `read_events` (the client's self-check) never. Rows of older
+    formats read alike: a missing field is None.
     """
 
     kind: Literal["request"] = "request"
-    trial_id: str
-    launch_id: str
-    condition: int
-    levels: dict[str, str]
-    index: int
-    warmup: bool
+    # --- the launch's stamp (None while the client holds the row)
+    trial_id: str | None = None
+    launch_id: str | None = None
+    condition: int | None = None
+    levels: dict[str, str] | None = None
+    index: int | None = None
+    warmup: bool | None = None  # true for warm-up and cool-down
+    # --- what the stream showed; `ok`: no error
     ok: bool
     error: str | None = None
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # the server's count, else the ids sent; the load loop falls back on the plan's
     completion_tokens: int = 0
     ttft_s: float | None = None
     tpot_s: float | None = None
@@ -116,15 +137,56 @@ class RequestRow(_Row):
     decode_tok_s: float | None = None
     output_tok_s: float | None = None
     accept_length: float | None = None
-    chunk_times_s: list[float] = []
-    chunk_tokens: list[int] = []
-    time_scale: float = 1.0
-    sent_at: str | None = None
-    phase: Literal["warmup", "measured", "cooldown"] | None = None  # `warmup` is true for warm-up and cool-down
+    chunk_times_s: list[float] = []  # every token-carrying chunk's arrival, wall seconds since the send
+    chunk_tokens: list[int] = []  # tokens per chunk (a speculative step carries several)
+    time_scale: float = 1.0  # model seconds per wall second (the sim's speed-up; 1 for real servers)
+    sent_at: str | None = None  # ISO 8601, UTC
+    phase: Literal["warmup", "measured", "cooldown"] | None = None
     endpoint: str | None = None
     start_s: float | None = None  # send time, model seconds since the launch's workload began
     scheduled_s: float | None = None  # open loop: the scheduled send time, same clock
     send_lateness_wall_s: float | None = None  # open loop: actual minus scheduled send, wall seconds
+    error_class: RequestErrorClass | None = None
+    token_count_source: Literal["meta_info", "chunks", "usage"] | None = None
+    server_request_id: Any = None
+    sim_max_lag_s: Number | None = None  # the sim's own lag figures (None from other servers)
+    sim_first_lag_s: Number | None = None
+    sim_last_lag_s: Number | None = None
+    clock: Literal["wall", "sim_model"] | None = None
+    # --- on the sim's model clock (framework.execution.client.stream.clock_figures): the wall figures beside
+    chunk_model_times_s: list[Number] | None = None
+    chunk_model_tokens: list[int] | None = None
+    wall_ttft_s: Number | None = None  # the same figures on the wall clock x time_scale
+    wall_tpot_s: Number | None = None
+    wall_e2e_s: Number | None = None
+    wall_decode_tok_s: Number | None = None
+    wall_output_tok_s: Number | None = None
+    # --- where measured: the decode's parts (what the launch's ratio estimate sums), same clock, else why not
+    decode_tokens: int | None = None  # tokens after the first chunk (core.metrics.decode)
+    decode_s: Number | None = None  # first to last token-carrying chunk
+    decode_unmeasured: DecodeUnmeasured | None = None  # why an ok request has no decode figure
+    sim_mean_batch: Number | None = None
+    sim_arrival_model_s: Number | None = None
+    # --- the plan's side (the load loop)
+    planned_prompt_tokens: int | None = None
+    planned_output_tokens: int | None = None
+    model_start_s: Number | None = None  # the send on the sim's model clock (client.loops._model_start)
+    dataset_row: int | None = None
+    # --- the client's self-check (client.selfcheck): SSE events per token-carrying chunk, never written
+    read_events: list[int] | None = Field(default=None, exclude=True)
+
+    def to_json(self) -> dict[str, Any]:
+        model_clock = self.clock == "sim_model"
+        return {k: v for k, v in super().to_json().items()
+                if not ((k in _IF_SET and v is None) or (k in _MODEL_CLOCK and not model_clock))}
+
+    def measured(self) -> dict[str, Any]:
+        """The row as written, less the launch's stamp: what the client hands `on_row` (a worker, over its pipe)."""
+        return {k: v for k, v in self.to_json().items() if k not in _LAUNCH_STAMP}
+
+    def completed(self, **fields: Any) -> RequestRow:
+        """This row with `fields` set, validated as a new row is."""
+        return type(self).model_validate({**dict(self), **fields})
 
 
 class WorkloadRow(_Row):
@@ -211,8 +273,39 @@ class Trials:
             out.setdefault(r.get(key), []).append(r)
         return out
 
+    @classmethod
+    def of(cls, rows: Trials | Iterable[dict[str, Any]]) -> Trials:
+        """`rows` indexed (rows already indexed as they are)."""
+        return rows if isinstance(rows, Trials) else cls(rows)
+
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        """The rows of `kind`, in file order."""
         return self._by_kind.get(kind, [])
+
+    def of_kinds(self, *kinds: str) -> list[dict[str, Any]]:
+        """The rows of any of `kinds`, in file order (where one kind's rows say what holds for the next's)."""
+        return [r for r in self.rows if r.get("kind") in kinds]
+
+    def launches_in_environment(self) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+        """Every launch row with the environment row in force when it was written (the last one before it: a
+        resume on another machine writes its own), None before any."""
+        env: dict[str, Any] | None = None
+        out = []
+        for r in self.of_kinds("environment", "launch"):
+            if r.get("kind") == "launch":
+                out.append((r, env))
+            else:
+                env = r
+        return out
+
+    @staticmethod
+    def identity(row: dict[str, Any]) -> tuple[str, str] | None:
+        """A launch's or a request's (kind, id): what two copies of one row share; None for other rows."""
+        kind = row.get("kind")
+        field = {"launch": "launch_id", "request": "trial_id"}.get(str(kind))
+        if field is None or row.get(field) is None:
+            return None
+        return str(kind), str(row[field])
 
     def typed(self, kind: str) -> list[Any]:
         """The rows of `kind` parsed into their model (`ROW_MODELS`)."""

@@ -30,9 +30,6 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     "spec_overhead_us": ("us", "speculative decoding on and off"),
     "accept_length": ("tokens", "speculative decoding on (the client's accept length per request)"),
 }
-NOISE = ("launch_log_sd", "request_log_sd")
-NOISE_NEEDS = {"launch_log_sd": "two or more launches of one configuration",
-               "request_log_sd": "two or more measured requests per launch"}
 FITTED_METRICS = ("ttft_s", "tpot_s")  # fitted on; every request metric is predicted from them
 
 

@@ -33,7 +33,6 @@ FAILURE_CLASSES: tuple[str, ...] = get_args(FailureClass)
 # context_length: the server refused the request as longer than its context (SGLang sends that as a stream event)
 RequestErrorClass = Literal["http_error", "timeout", "stream_cut", "malformed_stream", "connection", "cancelled",
                             "context_length"]
-REQUEST_ERROR_CLASSES: tuple[str, ...] = get_args(RequestErrorClass)
 
 # Why an ok request has no decode figure (the request row's `decode_unmeasured`); its words for reasons
 DecodeUnmeasured = Literal["no_tokens", "one_token", "one_chunk", "no_time"]

@@ -29,7 +29,6 @@ from typing import Any, Literal, Union
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-ENDPOINTS = ("generate", "completions", "chat")
 Endpoint = Literal["generate", "completions", "chat"]
 ENDPOINT_PATHS = {"generate": "/generate", "completions": "/v1/completions", "chat": "/v1/chat/completions"}
 PROMPT_TOKEN_RANGE = (1000, 30000)  # ordinary vocabulary ids for any modern tokenizer

@@ -21,17 +21,11 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
 
+from framework.errors import YamlProblem
+
 MAX_BYTES = 256 * 1024
 MAX_DEPTH = 50
 MAX_NODES = 100_000
-
-
-class YamlProblem(ValueError):
-    """(where, message): `where` is "line L, column C" or "yaml"."""
-
-    def __init__(self, where: str, message: str) -> None:
-        self.where, self.message = where, message
-        super().__init__(f"{where}: {message}")
 
 
 def _at(node: Node) -> str:

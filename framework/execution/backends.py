@@ -233,8 +233,6 @@ class BackendSettings(BaseModel):
         return self.health_path or self.table.health_path
 
 
-
-
 def probe_values(backend: BackendSettings) -> dict[str, str]:
     """Placeholder values for the version and build-info probes (no launch-specific ones)."""
     row = backend.table

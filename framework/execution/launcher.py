@@ -46,8 +46,6 @@ READY_POLL_S = 0.05
 STOP_GRACE_S = 10.0
 
 
-
-
 @dataclass
 class ServerSpec:
     argv: list[str]

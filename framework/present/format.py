@@ -38,6 +38,11 @@ def sig(x: Any, digits: int = 4) -> str:
     return _number(x, f".{digits}g")
 
 
+def percent(x: Any, digits: int = 2, missing: str = MISSING) -> str:
+    """A fraction as a percentage: ``3.25%``; `missing` (``-``) for anything that is not a number."""
+    return _number(x, f".{digits}%") if _is_number(x) else missing
+
+
 def p_value(x: Any) -> str:
     """``0.0502``, ``4.2e-05``, ``1.00``; ``-`` when there is none."""
     if not _is_number(x) or math.isinf(x):

@@ -84,8 +84,6 @@ class RunProgress:
         self.progress.update(self.task, total=task.completed)
 
 
-
-
 def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
     """Predictions with estimate, interval and verdict; then each reason on a line of its own."""
     h = record["hypothesis"]

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from framework.core.spec import Hypothesis, parse_yaml, validate_model
+from framework.core.trials import Trials
 from framework.errors import ReportError, TrialsFileError
 from framework.present import format as fmt
 from framework.records import ledger
@@ -79,17 +80,6 @@ class Pre:
 
 
 Block = Heading | Banner | Para | Table | Figure | Pre
-
-
-# --------------------------------------------------------------------------- formatting
-
-
-
-
-
-
-
-
 
 
 # --------------------------------------------------------------------------- criteria (pure)
@@ -238,8 +228,8 @@ def launch_means(record: dict[str, Any], rows: list[dict[str, Any]] | None) -> d
     if rows:
         per: dict[str, list[float]] = {}
         label_of: dict[str, str] = {}
-        for r in rows:
-            if (r.get("kind") == "request" and r.get("ok") and not r.get("warmup")
+        for r in Trials(rows).of_kind("request"):
+            if (r.get("ok") and not r.get("warmup")
                     and isinstance(r.get(metric), (int, float))):
                 per.setdefault(r["launch_id"], []).append(float(r[metric]))
                 label_of[r["launch_id"]] = fmt.levels(r.get("levels") or {})
@@ -492,8 +482,6 @@ def render_html(title: str, blocks: Iterable[Block]) -> str:
     return "\n".join(out) + "\n"
 
 
-
-
 def render_markdown(blocks: Iterable[Block], fig_dir: str = FIG_DIR) -> str:
     out: list[str] = []
     for b in blocks:
@@ -518,8 +506,6 @@ def render_markdown(blocks: Iterable[Block], fig_dir: str = FIG_DIR) -> str:
 # --------------------------------------------------------------------------- the shell
 
 
-
-
 def _read_rows(path: Path | None) -> list[dict[str, Any]] | None:
     if path is None or not path.is_file():
         return None
@@ -538,7 +524,7 @@ def build(path: Path) -> tuple[str, list[Block], Path, str]:
     """(title, blocks, output directory, output stem) for a run dir, a multirun dir or a ledger."""
     if path.is_file():
         blocks: list[Block] = [Heading(1, f"Ledger report: {path.name}")]
-        records = [r for r in ledger.read(path) if r.get("kind") == "verdict"]
+        records = list(ledger.read_kind(path, "verdict"))
         if not records:
             raise ReportError(f"{path}: no verdict records in this ledger")
         backends = sorted({str(r.get("backend")) for r in records})

@@ -21,7 +21,7 @@ from framework.analysis import rules
 from framework.analysis.verdicts import distinct_rows
 from framework.core.spec import Hypothesis, check_hypothesis, parse_yaml, validate_model
 from framework.core.tolerance import close, close_list
-from framework.core.trials import parse_trials
+from framework.core.trials import Trials, parse_trials
 from framework.errors import SpecError
 from framework.records import ledger
 from framework.records import search_audit as search_problems
@@ -216,15 +216,15 @@ def _served_as(rows: list[dict[str, Any]]) -> dict[str, str]:
     """{backend: why} for what the trials say produced them: a server that named itself (`server_info.backend`,
     or the simulator's own `sim_*` description), or request rows timed on the simulator's model clock."""
     out: dict[str, str] = {}
-    for r in rows:
-        info = r.get("server_info") if r.get("kind") == "launch" else None
+    for r in Trials.of(rows).of_kinds("launch", "request"):  # a launch row says server_info, a request row clock
+        info = r.get("server_info")
         if isinstance(info, dict):
             if isinstance(info.get("backend"), str):
                 out.setdefault(info["backend"], f"launch {r.get('launch_id')}'s server_info says backend "
                                                 f"{info['backend']!r}")
             elif any(str(k).startswith("sim_") for k in info):
                 out.setdefault("sim", f"launch {r.get('launch_id')}'s server_info describes the simulator")
-        elif r.get("kind") == "request" and r.get("clock") == "sim_model":
+        elif r.get("clock") == "sim_model":
             out.setdefault("sim", f"request {r.get('trial_id')} was timed on the simulator's model clock")
     return out
 
@@ -245,7 +245,8 @@ def provenance(record: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
             out.append(f"the record says backend {backend!r}, but {why}")
     if env.get("backend") not in (None, backend):
         out.append(f"the record says backend {backend!r} but its environment says {env.get('backend')!r}")
-    machines = [r for r in rows if r.get("kind") == "environment"]
+    trials = Trials.of(rows)
+    machines = trials.of_kind("environment")
     if machines:
         ran = machines[-1]  # the run that built the record wrote the last one (a resume adds its own)
         told = ran.get("backend")
@@ -262,8 +263,8 @@ def provenance(record: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
             out.append(f"the record says GPUs {_gpu_names(env.get('gpu'))}, but the trials' environment row says "
                        f"{_gpu_names(ran.get('gpu'))}")
     recorded = set(_gpu_names(env.get("gpu")) or [])
-    for r in rows:
-        hardware = (r.get("server_info") or {}).get("hardware") if r.get("kind") == "launch" else None
+    for r in trials.of_kind("launch"):
+        hardware = (r.get("server_info") or {}).get("hardware")
         used = set((hardware or {}).get("gpu_names") or []) if isinstance(hardware, dict) else set()
         if used and recorded and not used <= recorded:
             out.append(f"launch {r.get('launch_id')}'s server ran on {sorted(used)}, which the record's GPUs "

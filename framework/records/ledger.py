@@ -217,6 +217,11 @@ def read(path: str | Path = DEFAULT_LEDGER) -> Iterator[dict[str, Any]]:
             yield obj
 
 
+def read_kind(path: str | Path, *kinds: str) -> Iterator[dict[str, Any]]:
+    """The well-formed records of `kinds` ("verdict", "exploration", "registration", "amendment"), in order."""
+    return (rec for rec in read(path) if rec.get("kind") in kinds)
+
+
 # --------------------------------------------------------------------------- writing
 
 

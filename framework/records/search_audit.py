@@ -12,7 +12,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from framework.core.trials import parse_trials
+from framework.core.trials import Trials, parse_trials
 from framework.records.ledger import Problem
 
 
@@ -55,7 +55,7 @@ def _seeds(ledger_path: Path, trials: dict[str, Any]) -> set[int]:
     if path is None:
         return set()
     rows = parse_trials(path.read_bytes(), path)
-    return {int(r["seed"]) for r in rows if r.get("kind") == "launch" and isinstance(r.get("seed"), int)}
+    return {int(r["seed"]) for r in Trials(rows).of_kind("launch") if isinstance(r.get("seed"), int)}
 
 
 def link_problems(rec: dict[str, Any], line: int, ledger_path: Path, explorations: dict[str, dict[str, Any]],

@@ -65,7 +65,7 @@ def late_client_reason(rows: list[dict[str, Any]]) -> str:
 
 def release_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """How long launches waited for the previous server's group, port and GPU memory to be released."""
-    waits = [r["release"] for r in rows if r.get("kind") in ("launch", "launch_end") and r.get("release")]
+    waits = [r["release"] for r in Trials.of(rows).of_kinds("launch", "launch_end") if r.get("release")]
     if not waits:
         return {"launches": 0}
     times = [w["waited_s"] for w in waits]

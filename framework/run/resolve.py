@@ -223,17 +223,14 @@ def with_sim_profile(profile: str | None, exp: Experiment, backend: BackendSetti
     if path.suffix in (".yaml", ".yml", ".json") and not path.is_file():
         raise ConfigError("command line", "sim_profile", f"{profile}: no such file")
     exp = exp.model_copy(update={"sim": exp.sim.model_copy(update={"profile": name})})
-    if path.is_file():
-        import yaml
-
-        from framework.core.twin import is_twin_document
-
+    adapter = adapters.for_row(backend.table) if path.is_file() else None
+    if adapter is not None:
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError("command line", "sim_profile", f"{profile}: not readable YAML ({exc})") from None
-        if is_twin_document(data) and data.get("engine") in ("llamacpp", "llama_server", "vllm"):
-            backend = backend.model_copy(update={"flags": data["engine"]})
+            flags = adapter.profile_engine(path)
+        except ValueError as exc:
+            raise ConfigError("command line", "sim_profile", f"{profile}: {exc}") from None
+        if flags:
+            backend = backend.model_copy(update={"flags": flags})
     return exp, backend
 
 

@@ -39,7 +39,7 @@ from framework.core import design as design_mod
 from framework.core.hashing import json_finite, sha256_file
 from framework.core.spec import Experiment, Hypothesis
 from framework.core.trials import Trials
-from framework.errors import StorageError
+from framework.errors import NoWinner, StorageError
 from framework.execution.backends import BackendSettings
 from framework.execution.launcher import install_signal_handlers
 from framework.present.format import sig
@@ -340,10 +340,8 @@ def summarize(setup: SearchSetup, explored: Explored, search_id: str) -> dict[st
     front: dict[str, Any]
     if len(objectives) == 2 and len(eligible) >= 1:
         f = pareto.pareto_front(
-            [pareto.Candidate(an.describe(c.point), {o.metric: c.values[o.metric] for o in objectives})
-             for c in eligible.values()],
-            tuple(pareto.Objective(o.metric, "max" if o.direction == "maximize" else "min")  # type: ignore[arg-type]
-                  for o in objectives), alpha=alpha)
+            [pareto.Sample(an.describe(c.point), {o.metric: c.values[o.metric] for o in objectives})
+             for c in eligible.values()], (objectives[0], objectives[1]), alpha=alpha)
         front = {"objectives": [o.model_dump() for o in objectives], **asdict(f)}
     else:  # one objective: the front is its best, with the interval of every measured candidate beside it
         front = {"objectives": [o.model_dump() for o in objectives],
@@ -480,10 +478,6 @@ def search(setup: SearchSetup, run_dir: Path, cwd: Path, console: Console | None
     _print_confirmation(console, summary, record)
     ctx.redactor.scrub_tree(run_dir)  # the exploration's logs and the search report: no secret stays
     return {**summary, "confirmation": record}
-
-
-class NoWinner(Exception):
-    """Exploration measured no candidate that could be confirmed (exit 3: no verdict without data)."""
 
 
 def raise_no_winner(run_dir: Path, explored: Explored) -> None:

@@ -19,27 +19,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 from scipy import special
 
+from framework.core.search import Direction, Objective
 from framework.stats import effects, multiplicity
 
-Direction = Literal["max", "min"]
-
 
 @dataclass(frozen=True)
-class Objective:
-    """One metric of the front and which way is better (`max`: throughput, `min`: latency)."""
-
-    metric: str
-    direction: Direction
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One explored configuration: metric -> its per-launch values (metric units, > 0; one per launch)."""
+class Sample:
+    """What the front sees of one explored configuration (a search's candidate, framework.analysis.search):
+    its name and, per metric, its per-launch values (metric units, > 0; one per launch)."""
 
     name: str
     values: Mapping[str, Sequence[float]]
@@ -82,7 +74,8 @@ class FrontPoint:
 
 @dataclass(frozen=True)
 class Front:
-    objectives: tuple[Objective, Objective]
+    """The front of two objectives (the caller's, in that order: the estimates' order)."""
+
     alpha: float  # one-sided level of each test; intervals are (1 - 2 alpha)
     correction: str  # multiplicity method over the ordered pairs ("holm")
     points: tuple[FrontPoint, ...]  # in the candidates' order
@@ -110,17 +103,17 @@ def _better_p(x: Sequence[float], y: Sequence[float], direction: Direction) -> f
     if len(x) < 2 or len(y) < 2:
         return 1.0
     eff = effects.welch(effects.log_values(x), effects.log_values(y))
-    return eff.p_above(0.0) if direction == "max" else eff.p_below(0.0)
+    return eff.p_above(0.0) if direction == "maximize" else eff.p_below(0.0)
 
 
 def _naive_dominates(a: tuple[float, float], b: tuple[float, float], objs: tuple[Objective, Objective]) -> bool:
-    signs = [1.0 if o.direction == "max" else -1.0 for o in objs]
+    signs = [1.0 if o.direction == "maximize" else -1.0 for o in objs]
     ge = all(s * u >= s * v for s, u, v in zip(signs, a, b, strict=True))
     gt = any(s * u > s * v for s, u, v in zip(signs, a, b, strict=True))
     return ge and gt
 
 
-def pareto_front(candidates: Sequence[Candidate], objectives: tuple[Objective, Objective], alpha: float = 0.05,
+def pareto_front(candidates: Sequence[Sample], objectives: tuple[Objective, Objective], alpha: float = 0.05,
                  correction: str = "holm") -> Front:
     """The naive front, per-point intervals, and which points are dominated with confidence.
 
@@ -151,6 +144,6 @@ def pareto_front(candidates: Sequence[Candidate], objectives: tuple[Objective, O
         by = tuple(d.better for d in pairs if d.worse == c.name and d.confident)
         naive = not any(_naive_dominates(centres[i], centres[j], objectives) for i in range(len(candidates)) if i != j)
         points.append(FrontPoint(c.name, (ests[j][0], ests[j][1]), naive, bool(by), by))
-    return Front(objectives, alpha, correction, tuple(points), pairs,
+    return Front(alpha, correction, tuple(points), pairs,
                  tuple(p.name for p in points if p.on_naive_front),
                  tuple(p.name for p in points if not p.dominated_with_confidence))

@@ -127,7 +127,3 @@ def optimal_requests(var_between: float, var_within: float, launch_cost_s: float
         return math.inf
     return math.sqrt((launch_cost_s / request_cost_s) * (var_within / var_between))
 
-
-def launch_mean_variance(var_between: float, var_within: float, m: float) -> float:
-    """Variance of one launch's mean of m log request values: s_b^2 + s_w^2 / m."""
-    return var_between + var_within / m

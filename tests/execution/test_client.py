@@ -50,12 +50,12 @@ import time  # noqa: E402
 import aiohttp  # noqa: E402
 
 from framework.core.spec import Workload  # noqa: E402
+from framework.core.trials import RequestRow  # noqa: E402
 from framework.execution.client.request import generate_body, measure_request  # noqa: E402
-from framework.execution.client.result import RequestResult  # noqa: E402
 
 
-def _measure(url: str, body: dict, timeout: float) -> RequestResult:
-    async def go() -> RequestResult:
+def _measure(url: str, body: dict, timeout: float) -> RequestRow:
+    async def go() -> RequestRow:
         async with aiohttp.ClientSession() as session:
             return await measure_request(session, url, body, timeout)
 

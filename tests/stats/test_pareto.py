@@ -10,14 +10,15 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from framework.stats.pareto import Candidate, Objective, pareto_front, point_estimate
+from framework.core.search import Objective
+from framework.stats.pareto import Sample, pareto_front, point_estimate
 
-OBJ = (Objective("tok_s", "max"), Objective("ttft_s", "min"))
+OBJ = (Objective(metric="decode_tok_s", direction="maximize"), Objective(metric="ttft_s", direction="minimize"))
 SPREAD = (0.99, 1.0, 1.01, 0.995, 1.005)  # deterministic launch-to-launch spread of 1%
 
 
-def _cand(name: str, tok: float, ttft: float, spread=SPREAD) -> Candidate:
-    return Candidate(name, {"tok_s": [tok * s for s in spread], "ttft_s": [ttft * s for s in reversed(spread)]})
+def _cand(name: str, tok: float, ttft: float, spread=SPREAD) -> Sample:
+    return Sample(name, {"decode_tok_s": [tok * s for s in spread], "ttft_s": [ttft * s for s in reversed(spread)]})
 
 
 def test_a_known_front_and_its_dominance():
@@ -52,7 +53,7 @@ def test_better_on_one_metric_only_is_not_dominance():
 @pytest.mark.parametrize("seed", range(3))
 def test_pair_p_values_are_welch_intersection_union_and_holm_adjusted(seed):
     rng = np.random.default_rng(seed)
-    cands = [Candidate(f"k{i}", {"tok_s": list(np.exp(rng.normal(math.log(100 + 2 * i), 0.02, 4))),
+    cands = [Sample(f"k{i}", {"decode_tok_s": list(np.exp(rng.normal(math.log(100 + 2 * i), 0.02, 4))),
                                  "ttft_s": list(np.exp(rng.normal(math.log(0.1 - 0.002 * i), 0.02, 3 + i % 2)))})
              for i in range(4)]
     f = pareto_front(cands, OBJ, alpha=0.05)
@@ -60,7 +61,8 @@ def test_pair_p_values_are_welch_intersection_union_and_holm_adjusted(seed):
     raw = []
     for d in f.pairs:
         x, y = by_name[d.better].values, by_name[d.worse].values
-        p1 = stats.ttest_ind(np.log(x["tok_s"]), np.log(y["tok_s"]), equal_var=False, alternative="greater").pvalue
+        p1 = stats.ttest_ind(np.log(x["decode_tok_s"]), np.log(y["decode_tok_s"]), equal_var=False,
+                             alternative="greater").pvalue
         p2 = stats.ttest_ind(np.log(x["ttft_s"]), np.log(y["ttft_s"]), equal_var=False, alternative="less").pvalue
         assert math.isclose(d.p_value, max(p1, p2), rel_tol=1e-9, abs_tol=1e-12)
         raw.append(max(p1, p2))
@@ -73,10 +75,10 @@ def test_pair_p_values_are_welch_intersection_union_and_holm_adjusted(seed):
 
 def test_point_interval_is_the_one_sample_t_interval_of_the_logs():
     vals = [101.0, 98.0, 103.0, 99.5]
-    e = point_estimate("tok_s", vals, alpha=0.05)
+    e = point_estimate("decode_tok_s", vals, alpha=0.05)
     lo, hi = stats.t.interval(0.90, len(vals) - 1, loc=np.mean(np.log(vals)), scale=stats.sem(np.log(vals)))
     assert e.ci is not None and np.allclose(e.ci, (math.exp(lo), math.exp(hi)))
-    assert point_estimate("tok_s", [100.0]).ci is None
+    assert point_estimate("decode_tok_s", [100.0]).ci is None
 
 
 def test_no_point_is_wrongly_dominated_more_often_than_alpha(monkeypatch):
@@ -85,7 +87,7 @@ def test_no_point_is_wrongly_dominated_more_often_than_alpha(monkeypatch):
     rng = np.random.default_rng(20261201)
     runs, false = 400, 0
     for _ in range(runs):
-        cands = [Candidate(f"k{i}", {"tok_s": list(np.exp(rng.normal(0, 0.02, 3))),
+        cands = [Sample(f"k{i}", {"decode_tok_s": list(np.exp(rng.normal(0, 0.02, 3))),
                                      "ttft_s": list(np.exp(rng.normal(0, 0.02, 3)))}) for i in range(6)]
         f = pareto_front(cands, OBJ, alpha=0.05)
         false += any(p.dominated_with_confidence for p in f.points)
@@ -94,7 +96,7 @@ def test_no_point_is_wrongly_dominated_more_often_than_alpha(monkeypatch):
 
 
 def test_a_single_launch_candidate_is_estimated_but_never_tested():
-    f = pareto_front([_cand("a", 100, 0.1), Candidate("one", {"tok_s": [50.0], "ttft_s": [1.0]})], OBJ)
+    f = pareto_front([_cand("a", 100, 0.1), Sample("one", {"decode_tok_s": [50.0], "ttft_s": [1.0]})], OBJ)
     assert f.points[1].estimates[0].ci is None
     assert all(d.p_value == 1.0 for d in f.pairs)
     assert f.naive_front == ("a",) and f.confident_front == ("a", "one")
@@ -102,10 +104,10 @@ def test_a_single_launch_candidate_is_estimated_but_never_tested():
 
 def test_bad_input():
     with pytest.raises(ValueError, match="two different metrics"):
-        pareto_front([_cand("a", 1, 1)], (Objective("tok_s", "max"), Objective("tok_s", "min")))
+        pareto_front([_cand("a", 1, 1)], (OBJ[0], Objective(metric="decode_tok_s", direction="minimize")))
     with pytest.raises(ValueError, match="unique"):
         pareto_front([_cand("a", 1, 1), _cand("a", 2, 2)], OBJ)
     with pytest.raises(ValueError, match="no values of 'ttft_s'"):
-        pareto_front([Candidate("a", {"tok_s": [1.0, 2.0]})], OBJ)
+        pareto_front([Sample("a", {"decode_tok_s": [1.0, 2.0]})], OBJ)
     with pytest.raises(ValueError, match="> 0"):
-        pareto_front([_cand("a", 1, 1), Candidate("b", {"tok_s": [0.0, 1.0], "ttft_s": [1.0, 1.0]})], OBJ)
+        pareto_front([_cand("a", 1, 1), Sample("b", {"decode_tok_s": [0.0, 1.0], "ttft_s": [1.0, 1.0]})], OBJ)

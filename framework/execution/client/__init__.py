@@ -9,8 +9,8 @@ One concept per module:
 
 - `stream`: raw reads into chunks (events split on bytes, plain events counted from their bytes), server-sent
   events into token counts, chunk times into the request's figures (pure);
-- `request`: one request's body, and sending it with every chunk stamped as the socket delivered it;
-- `result`: RequestResult, what one request measured, and its one conversion to the trials row;
+- `request`: one request's body, and sending it with every chunk stamped as the socket delivered it, measured
+  as a RequestRow (framework.core.trials, the one model of a request row);
 - `loops`: the closed and open loops on one event loop, measuring the client's own timing;
 - `selfcheck`: from those, whether the client fell behind and by how much its figures may be off;
 - `server`: what the server says about itself (info, served model, Prometheus counters);

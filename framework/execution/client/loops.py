@@ -4,8 +4,8 @@ One event loop drives every stream (aiohttp, one shared connection pool without 
 with a blocking client could not keep 256 streams timed on 2 cores (benchmarks/client_fidelity.py
 measures both against the simulator's ground truth; docs/results/client_fidelity.md). The pool is
 filled before the clock starts (`_open_connections`), so no measured send pays for a TCP connect.
-Each request's RequestResult is completed with the plan's side (phase, planned lengths, schedule)
-and handed to `on_row` as its row (`RequestResult.to_row`) the moment the request ends.
+Each request's RequestRow (framework.core.trials) is completed with the plan's side (phase, planned lengths, schedule)
+and handed to `on_row` as its row (`RequestRow.measured`) the moment the request ends.
 
 The client times itself too: an open loop's lateness (scheduled against actual send, wall
 seconds), the event loop's lag (how long a ready callback waits to run), its loop thread's CPU time
@@ -21,10 +21,10 @@ import asyncio
 import json
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+from framework.core.trials import RequestRow
 from framework.core.workload import (
     Endpoint,
     Plan,
@@ -34,7 +34,6 @@ from framework.core.workload import (
 )
 from framework.execution.client.plan import resolve_plan
 from framework.execution.client.request import measure_request, request_body
-from framework.execution.client.result import RequestResult
 from framework.execution.client.selfcheck import client_health
 from framework.execution.client.server import served_model
 
@@ -122,13 +121,13 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
             hdrs[CLOSED_LOOP_HEADER] = "next"
         measured = await measure_request(session, base_url, encoded.pop(req.index), workload.request_timeout_s,
                                          time_scale, hdrs, endpoint, t_origin)
-        result = replace(
-            measured, prompt_tokens=measured.prompt_tokens or req.prompt_tokens,
+        result = measured.completed(
+            prompt_tokens=measured.prompt_tokens or req.prompt_tokens,
             scheduled_s=scheduled_s, send_lateness_wall_s=send_lateness_wall_s, phase=req.phase,
             planned_prompt_tokens=req.prompt_tokens, planned_output_tokens=req.output_tokens,
             model_start_s=_model_start(measured, origin), dataset_row=req.dataset_row,
         )
-        row = result.to_row()
+        row = result.measured()
         if req.phase == "measured":
             rows.append(row)
             reads.append(measured.read_events or [])
@@ -177,7 +176,7 @@ def _loop_tag(plan: Plan, req: PlannedRequest) -> str:
     return f"seq={req.index};at={req.send_at_s or 0.0!r};next={nxt}{cap}"
 
 
-def _model_start(result: RequestResult, origin: dict[str, float]) -> float | None:
+def _model_start(result: RequestRow, origin: dict[str, float]) -> float | None:
     """On the sim's model clock, the send time (``model_start_s``) is the request's arrival on its loop's
     model clock (the sim admits every request of this run's loop on it, from the loop's start), so windows
     and throughputs use one clock with the figures. None on the wall clock."""

@@ -5,7 +5,7 @@ in the connection's `data_received` (`_arrival_log`), the reading coroutine hand
 stamps to stream.ChunkReader, which splits events on bytes and counts plain ones without decoding
 their JSON; nothing else runs per token until the stream has ended.
 
-The measurement is a RequestResult (framework.execution.client.result). Errors and streams cut
+The measurement is a RequestRow (framework.core.trials), not yet stamped by its launch. Errors and streams cut
 mid-way become failed results with a reason (`error_class`: http_error, context_length, timeout, stream_cut,
 malformed_stream, connection or cancelled); nothing is dropped silently.
 """
@@ -22,13 +22,14 @@ from typing import Any
 
 import numpy as np
 
+from framework.core.trials import RequestRow
+from framework.core.vocabulary import RequestErrorClass
 from framework.core.workload import (
     ENDPOINT_PATHS,
     PROMPT_TOKEN_RANGE,
     Endpoint,
     Workload,
 )
-from framework.execution.client.result import ErrorClass, RequestResult
 from framework.execution.client.stream import ChunkReader, MalformedEvent, StreamParser, clock_figures
 
 
@@ -121,7 +122,7 @@ _LOG_ATTR = "_framework_arrivals"
 
 async def measure_request(session: Any, base_url: str, body: dict[str, Any] | bytes, timeout_s: float,
                           time_scale: float = 1.0, headers: dict[str, str] | None = None,
-                          endpoint: Endpoint = "generate", t_origin: float | None = None) -> RequestResult:
+                          endpoint: Endpoint = "generate", t_origin: float | None = None) -> RequestRow:
     """Send one streaming request and time every event; never raises for server-side trouble.
 
     `session` is an aiohttp ClientSession; `body` a JSON body, or its bytes (encoded before the clock
@@ -140,7 +141,7 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
     prompt = body.get("input_ids") or body.get("prompt") or body.get("text") or ""
     t0 = time.perf_counter()
     error: str | None = None
-    error_class: ErrorClass | None = None
+    error_class: RequestErrorClass | None = None
     try:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout_s)
         async with session.post(base_url + ENDPOINT_PATHS[endpoint], data=payload, headers=send_headers,
@@ -203,7 +204,8 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
     figures = clock_figures(times, tokens, e2e, time_scale, meta, completion, parser)
     if error is not None:  # a failed request is lost as a whole: its error says why, not a decode reason
         figures["decode_unmeasured"] = None
-    return RequestResult(
+    return RequestRow(
+        ok=error is None,
         error=error,
         error_class=error_class,
         endpoint=endpoint,

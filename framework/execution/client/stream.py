@@ -119,7 +119,6 @@ class StreamParser:
         self._stamp(payload.get("sim_model_t"), new)
         return new
 
-
     def fast_event(self, data: bytes) -> int:
         """Tokens carried by one event's payload, as `event` counts them, without decoding a plain one.
 

@@ -104,11 +104,6 @@ def worker_count(setting: int | str, workload: Workload, cores: int | None = Non
     return max(1, min(n, workload.concurrency) if not workload.open_loop else n)
 
 
-def capped_open_loop(workload: Workload) -> bool:
-    """An open loop with a cap in flight, which runs on one worker whatever the setting."""
-    return workload.open_loop and workload.max_concurrency is not None
-
-
 # --------------------------------------------------------------------------- splitting the plan (pure)
 
 

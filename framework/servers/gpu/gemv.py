@@ -88,13 +88,6 @@ if triton is not None:
             tl.store(P + pid_s * N + offs_n, tl.sum(acc, 1))
 
 
-def gemv_partials(x: torch.Tensor, w: torch.Tensor, plan: Plan, swiglu: bool = False) -> torch.Tensor:
-    """The Triton kernel on CUDA (same contract as :func:`gemv_partials_ref`); the reference elsewhere."""
-    if x.device.type != "cuda" or triton is None:
-        return gemv_partials_ref(x, w, plan.splits, swiglu)
-    return gemv_partials_triton(x, w, plan, swiglu)
-
-
 def gemv_partials_triton(x: torch.Tensor, w: torch.Tensor, plan: Plan, swiglu: bool = False) -> torch.Tensor:
     """The kernel itself (also runs under ``TRITON_INTERPRET=1`` on CPU tensors, which the tests use)."""
     n, k = w.shape

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from pathlib import Path
 from typing import Any
 
 from framework.core import design as design_mod
@@ -21,8 +22,6 @@ from framework.servers.sim import fidelity
 from framework.servers.sim.profile import ProfileError, load_profile
 
 SIM_LAG_WARN = fidelity.SIM_LAG_WARN
-
-
 
 
 def coverage(h: Hypothesis, exp: Experiment) -> dict[str, Any]:
@@ -207,6 +206,26 @@ def twin_predictions(h: Hypothesis, exp: Experiment, *, requests: int, warmup: i
         config = twin_config(h, exp, cond, profile.twin.engine, requests=requests, warmup=warmup)
         out[cond.label()] = predict_interval(profile.twin, config, predict, level=level)
     return out
+
+
+TWIN_ENGINES_WITH_FLAGS = ("llamacpp", "llama_server", "vllm")  # engines whose flag names the sim takes
+
+
+def profile_engine(path: Path) -> str | None:
+    """The engine whose flag names the sim takes on a profile file: a twin fitted to an engine with its own
+    flags (llama.cpp, vLLM; docs/model.md, "Twin"); None for any other profile. ValueError when the file is
+    not readable YAML."""
+    import yaml
+
+    from framework.core.twin import is_twin_document
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"not readable YAML ({exc})") from None
+    if is_twin_document(data) and data.get("engine") in TWIN_ENGINES_WITH_FLAGS:
+        return str(data["engine"])
+    return None
 
 
 def is_twin(h: Hypothesis, exp: Experiment) -> bool:

@@ -23,7 +23,6 @@ from framework.servers.sim.faults import add_arguments as add_fault_arguments
 from framework.servers.sim.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
 
 API_KEY_ENV = "SIM_API_KEY"  # read when --api-key is not given, so launchers keep the key out of argv
-SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
 
 class SimServerArgs(SglangLaunchArgs):

@@ -68,6 +68,7 @@ def conditions(h: Hypothesis, exp: Experiment) -> list[Condition]:
         argv=["--model-path", exp.model_path, "--tp-size", str(exp.tp_size), *design_mod.server_args_for(h, exp, c)],
     ) for c in design_mod.conditions(h)]
 
+
 def _key(v: Any) -> str:
     return json.dumps(v, sort_keys=True, default=str)
 

@@ -14,6 +14,7 @@ from framework.analysis.bias import could_move
 from framework.core import design as design_mod
 from framework.core.metrics import base_metric
 from framework.core.spec import Experiment, Hypothesis
+from framework.core.trials import Trials
 from framework.execution import client
 from framework.servers.sim import coverage
 from framework.servers.sim import model as sim_model
@@ -28,8 +29,8 @@ def sim_open_loop_lateness(rows: list[dict[str, Any]]) -> dict[str, float] | Non
     per launch relative to its earliest request, so the clocks' origins cancel), and relative to the
     median request's e2e. None without open-loop rows on the model clock."""
     by_launch: dict[str, list[tuple[float, float]]] = {}
-    for r in rows:
-        if (r.get("kind") == "request" and r.get("ok") and r.get("clock") == "sim_model"
+    for r in Trials.of(rows).of_kind("request"):
+        if (r.get("ok") and r.get("clock") == "sim_model"
                 and r.get("scheduled_s") is not None and r.get("model_start_s") is not None and r.get("e2e_s")):
             by_launch.setdefault(r["launch_id"], []).append(
                 (float(r["model_start_s"]) - float(r["scheduled_s"]), float(r["e2e_s"])))
@@ -72,10 +73,10 @@ def sim_clock_bias(h: Hypothesis, exp: Experiment, rows: list[dict[str, Any]]) -
     out: dict[str, float] = {}
     conds = design_mod.conditions(h)
     sims = coverage.conditions(h, exp)
+    requests = Trials.of(rows).of_kind("request")
     for c, sc in zip(conds, sims, strict=False):
         workload = design_mod.workload_for(h, exp, c)
-        batches = [float(r["sim_mean_batch"]) for r in rows
-                   if r.get("kind") == "request" and r.get("condition") == c.index
+        batches = [float(r["sim_mean_batch"]) for r in requests if r.get("condition") == c.index
                    and not r.get("warmup") and r.get("ok") and r.get("sim_mean_batch")]
         if not batches or getattr(workload, "concurrency", 1) <= 1:
             continue
@@ -96,9 +97,9 @@ def sim_relative_lag(rows: list[dict[str, Any]]) -> float | None:
     delays only itself; what can move a metric is in `sim_metric_lags`.
     """
     worst = None
-    for r in rows:
+    for r in Trials.of(rows).of_kind("request"):
         lag, e2e, scale = r.get("sim_max_lag_s"), r.get("e2e_s"), r.get("time_scale") or 1.0
-        if r.get("kind") == "request" and lag is not None and e2e:
+        if lag is not None and e2e:
             rel = lag / (e2e / scale)
             worst = rel if worst is None else max(worst, rel)
     return worst
@@ -116,8 +117,8 @@ def sim_metric_lags(rows: list[dict[str, Any]], metric: str) -> list[float]:
     """
     metric = base_metric(metric)
     out: list[float] = []
-    for r in rows:
-        if r.get("kind") != "request" or r.get("warmup") or not r.get("ok", True):
+    for r in Trials.of(rows).of_kind("request"):
+        if r.get("warmup") or not r.get("ok", True):
             continue
         if r.get("clock") == "sim_model":  # figures from the sim's own timestamps: hand-off lateness is not in them
             out.append(0.0)

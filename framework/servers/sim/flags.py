@@ -24,7 +24,6 @@ import yaml
 HERE = Path(__file__).parent
 FLAGS_FILE = HERE / "sglang_flags.json"
 CLASSES_FILE = HERE / "flag_classes.yaml"
-MODEL_ARCH = "DeepseekV3ForCausalLM"  # the simulated 61-layer MoE (SGLang's rules key on it)
 
 log = logging.getLogger("sglang.srt.server_args")
 

@@ -356,27 +356,6 @@ def request_log_sd(profile: Profile, server_flags: list[str], output_tokens: int
     return float(np.std(logs, ddof=1))
 
 
-def single_stream_schedule(profile: Profile, args: SimServerArgs, prompt_tokens: int,
-                           output_tokens: int) -> list[tuple[float, int]]:
-    """Noise-free (model time in s from arrival, tokens) of every chunk of one request alone on the server."""
-    import numpy as np
-
-    spec = spec_config(profile, args)
-    req = draw_request(profile, args, 0.0, np.random.default_rng(0))
-    t = (profile.request_overhead_us + prefill_step(profile, args, prompt_tokens).total_us) / 1e6
-    chunks = [(t, 1)]
-    step = decode_step(profile, args, 1).total_us / 1e6
-    done, i = 1, 0
-    dummy = np.random.default_rng(0)
-    while done < output_tokens:
-        n = tokens_for_step(spec, req, 0.0, i, output_tokens - done, dummy)
-        t += step
-        done += n
-        i += 1
-        chunks.append((t, n))
-    return chunks
-
-
 def batch_bias(profile: Profile, args: SimServerArgs, concurrency: int, observed_batch: float) -> float:
     """Relative step-time error of a run whose decode batch averaged ``observed_batch`` instead of the
     workload's ``concurrency`` (capped by ``--max-running-requests``): >= 0 when the batch ran emptier."""

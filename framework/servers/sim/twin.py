@@ -11,7 +11,6 @@ replay one noise-free closed-loop launch (:mod:`framework.servers.sim.served`). 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from framework.core import metrics as metrics_mod
@@ -42,19 +41,6 @@ def predict(fit: TwinFit, config: TwinConfig) -> dict[str, float]:
         values = [float(r[key]) for r in measured if r.get(key) is not None]
         out[key] = sum(values) / len(values) if values else float("nan")
     out["output_throughput"] = float(metrics_mod.launch_value("output_throughput", rows) or float("nan"))
-    return out
-
-
-def depends_on(fit: TwinFit, config: TwinConfig, metric: str, rel: float = 1e-3) -> list[str]:
-    """The parameters this configuration's `metric` moves with (a finite difference of the prediction)."""
-    base = predict(fit, config)[metric]
-    out = []
-    for name in fit.parameters:
-        v = fit.value(name)
-        step = abs(v) * rel if v else rel * (1.0 if name in ("thread_exponent", "accept_length") else 10.0)
-        moved = predict(fit.with_values({name: v + step}), config)[metric]
-        if math.isfinite(base) and math.isfinite(moved) and abs(moved - base) > 1e-12 * max(1.0, abs(base)):
-            out.append(name)
     return out
 
 

@@ -1,0 +1,36 @@
+"""Every backend row's adapter provides every function of the declared protocol, with its parameters."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import yaml
+
+from framework.execution.adapters import ModelAdapter, load
+from framework.execution.backends import BACKENDS
+
+PROTOCOL = {n: f for n, f in vars(ModelAdapter).items() if inspect.isfunction(f) and not n.startswith("_")}
+
+
+@pytest.mark.parametrize("name", sorted({row.adapter for row in BACKENDS.values() if row.adapter}))
+def test_an_adapter_module_is_a_model_adapter(name: str) -> None:
+    module = load(name)
+    for fn, declared in PROTOCOL.items():
+        got = getattr(module, fn, None)
+        assert callable(got), f"{name} lacks {fn}"
+        want = [p.name for p in inspect.signature(declared).parameters.values()][1:]  # less self
+        assert [p.name for p in inspect.signature(got).parameters.values()] == want, fn
+
+
+def test_the_sim_names_the_engine_of_a_twin_profile(tmp_path) -> None:
+    sim = load(BACKENDS["sim"].adapter)
+    twin = tmp_path / "twin.yaml"
+    twin.write_text(yaml.safe_dump({"kind": "twin", "engine": "vllm"}))
+    own = tmp_path / "own.yaml"
+    own.write_text(yaml.safe_dump({"kind": "twin", "engine": "sglang"}))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1,\n")
+    assert sim.profile_engine(twin) == "vllm" and sim.profile_engine(own) is None
+    with pytest.raises(ValueError, match="not readable YAML"):
+        sim.profile_engine(bad)
