@@ -8,7 +8,8 @@ kernels, AVX-512 among them, or a newer numpy/scipy move the 15th-16th digit, ne
 Each case below runs the analysis on rows built from a fixed seed and compares the whole
 `Analysis.model_dump()` (every number, verdict, reason and detail, and the order of the keys) to
 `phases_regression.json`, written with the code as it was before the analysis was split into its phases.
-The cases cover every prediction kind (increase, decrease, equivalent, interaction, launches), every method (welch, the default, rank, bootstrap and anytime),
+The cases cover every prediction kind (increase, decrease, equivalent, interaction, launches), every method
+(welch, the default, rank, bootstrap and anytime),
 a launch metric, and the paths that change a verdict or its reason: losses, censored requests,
 outliers, duplicates, superseded attempts, a condition that measured nothing, zero spread, the
 hypothesis-level Bonferroni rule and sequential looks.

@@ -3,7 +3,8 @@
 Old trial files and the audit's recomputation read these rows, so their keys and values (and their JSON
 types: 0 stays 0) are pinned here, as `on_row` receives them (`RequestRow.measured()`) and as the launch
 writes them (stamped and validated into the same model; the writer sorts the keys, so their order is moot).
-The expected rows below are what the dict-building client (framework/execution/client.py at bff8e99) returned for the same streams under the same fixed clock, plus the decode's
+The expected rows below are what the dict-building client (framework/execution/client.py at bff8e99) returned
+for the same streams under the same fixed clock, plus the decode's
 parts (`decode_tokens`, `decode_s`) the client writes since rules version 2 where decode was measured.
 """
 
