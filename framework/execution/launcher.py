@@ -174,6 +174,7 @@ def install_signal_handlers() -> None:
     """
     if threading.current_thread() is not threading.main_thread():
         return
+    _RECEIVED.clear()  # a signal an earlier run in this process took is not this run's
 
     def _exit(signum: int, _frame: object) -> None:
         _RECEIVED.append(signum)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from framework.errors import LaunchError
+from framework.execution import launcher
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
 
 FAKE = str(Path(__file__).parent.parent / "fixtures" / "fake_server.py")
@@ -167,6 +168,7 @@ def test_ctrl_c_is_not_swallowed_by_a_workload_that_records_cancelled_requests()
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+        launcher._RECEIVED.clear()  # the signal this test sent is not a later test's run's
 
 
 # Binds PORT from the environment over its --port flag, as llama-cpp-python's server does.
