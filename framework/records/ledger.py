@@ -217,9 +217,14 @@ def read(path: str | Path = DEFAULT_LEDGER) -> Iterator[dict[str, Any]]:
             yield obj
 
 
+def is_kind(record: dict[str, Any] | None, *kinds: str) -> bool:
+    """Whether a ledger record (or a run's verdict.json) is of one of `kinds`: the one place the kind is tested."""
+    return record is not None and record.get("kind") in kinds
+
+
 def read_kind(path: str | Path, *kinds: str) -> Iterator[dict[str, Any]]:
     """The well-formed records of `kinds` ("verdict", "exploration", "registration", "amendment"), in order."""
-    return (rec for rec in read(path) if rec.get("kind") in kinds)
+    return (rec for rec in read(path) if is_kind(rec, *kinds))
 
 
 # --------------------------------------------------------------------------- writing

@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 
 from framework.core.trials import Trials
 from framework.errors import ConfigError, StorageError
+from framework.records import ledger
 from framework.records.trials import read_json_object, read_trials
 from framework.run.context import RunContext
 from framework.run.redaction import Redactor
@@ -167,4 +168,4 @@ def previous_verdict(ctx: RunContext) -> dict[str, Any] | None:
     """The verdict record of the run being resumed, if it already had one."""
     rec = read_json_object(ctx.resume / "verdict.json") if ctx.resume is not None else None
     # a record without its ledger hash never reached the ledger (a full disk, or a sweep not yet recorded)
-    return rec if rec is not None and rec.get("kind") == "verdict" and rec.get("hash") else None
+    return rec if rec is not None and ledger.is_kind(rec, "verdict") and rec.get("hash") else None
