@@ -41,6 +41,8 @@ RULES: dict[int, Rules] = {
              "version 1 with the changes CHANGELOG.md lists under rules version 2"),
     3: Rules(3, partial(analyze, ruleset=RULESETS[3]), partial(sequential_look, ruleset=RULESETS[3]),
              "version 2 with the changes CHANGELOG.md lists under rules version 3"),
+    4: Rules(4, partial(analyze, ruleset=RULESETS[4]), partial(sequential_look, ruleset=RULESETS[4]),
+             "version 3 with the changes CHANGELOG.md lists under rules version 4"),
 }
 
 

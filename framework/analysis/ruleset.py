@@ -55,9 +55,13 @@ _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "
 # version 3 (framework 0.3.0): version 2 plus the switches CHANGELOG.md lists under rules version 3
 _V3 = {**_V2, "machine_effect": True, "client_marks": True}
 
+# version 4 (framework 0.3.0): version 3 plus the switches CHANGELOG.md lists under rules version 4
+_V4 = {**_V3}
+
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),
     2: RuleSet(version=2, **_V2),
     3: RuleSet(version=3, **_V3),
+    4: RuleSet(version=4, **_V4),
 }
 LATEST = max(RULESETS)
