@@ -1,8 +1,9 @@
 """``python -m framework.servers.gpu``: start the GPU server (the imperative shell).
 
 Order, as the sim and SGLang: the port is bound first (``/health`` answers 503), then the TP workers
-join, weights are drawn, the KV cache is allocated and CUDA graphs are captured, then ``/health`` answers
-200 and the log says ``The server is fired up and ready to roll!``. Ranks 1..tp-1 are child processes
+join, weights are drawn, the KV cache is allocated and CUDA graphs are captured (without graphs, the
+compiled decode pieces are built by one eager step per batch size), then ``/health`` answers 200 and the
+log says ``The server is fired up and ready to roll!``. Ranks 1..tp-1 are child processes
 (``--worker-rank``) that die with rank 0; a start-up failure on any rank exits 1 with the traceback in
 the log.
 """
@@ -79,6 +80,16 @@ def fused_decode(args: GpuServerArgs, device: str) -> bool:
             and args.speculative_algorithm is None)
 
 
+def warmup_sizes(args: GpuServerArgs, device: str, compiled: bool) -> list[int]:
+    """Batch sizes to run once before ``/health`` says ready when no CUDA graphs are captured: the eager arm's
+    compiled pieces would otherwise compile inside its first requests (100 s each on a cold Inductor cache,
+    against a 120 s request timeout). Empty where nothing compiles or the graph capture warms them."""
+    graphs = device == "cuda" and not args.disable_cuda_graph
+    if graphs or not compiled:
+        return []
+    return graph_batch_sizes(args.max_running_requests)
+
+
 def build_executor(args: GpuServerArgs, rank: int, seed: int) -> Executor:
     """Join the TP group, draw the weights, allocate caches, capture graphs: every rank, same order."""
     faulthandler.dump_traceback_later(STARTUP_STACKS_AFTER_S)  # a hung start-up shows where it hangs, in the log
@@ -107,6 +118,12 @@ def build_executor(args: GpuServerArgs, rank: int, seed: int) -> Executor:
         log.info(f"Capture cuda graph begin. bs {sizes}")
         took = ex.capture(sizes)
         log.info(f"Capture cuda graph end. Time elapsed: {took:.2f} s")
+    compiled = ex.fused is not None and ex.fused.compile_mode != "none" and device == "cuda"
+    warm = warmup_sizes(args, device, compiled)
+    if warm:
+        log.info(f"Compile warm-up begin (no cuda graph). bs {warm}")
+        took = ex.warm(warm)
+        log.info(f"Compile warm-up end. Time elapsed: {took:.2f} s")
     faulthandler.cancel_dump_traceback_later()
     return ex
 

@@ -218,7 +218,21 @@ class Executor:
         if self.draft is not None:
             self.dcache.move_row(src, dst)
 
-    # ----------------------------------------------------------------- CUDA graphs
+    # ----------------------------------------------------------------- compile warm-up and CUDA graphs
+
+    @torch.inference_mode()
+    def warm(self, sizes: list[int]) -> float:
+        """Run the step once per batch size, eagerly, so that ``torch.compile`` and Triton build every kernel the
+        step will need (the static batch-1 class and the dynamic one) now, not inside the first requests;
+        seconds taken. Start-up calls it when no graphs are captured (capture warms the same way)."""
+        t0 = time.perf_counter()
+        for bs in sorted(b for b in sizes if b <= self.max_rows):
+            self.pos[:bs] = 0
+            self._fn(bs)
+        self.pos.zero_()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - t0
 
     @torch.inference_mode()
     def capture(self, sizes: list[int]) -> float:
