@@ -21,6 +21,7 @@ FailureClass = Literal[
     "extension_mismatch",  # a compiled extension will not load beside this torch (undefined symbol, missing op)
     "cuda_mismatch",      # kernels not built for this GPU architecture, or a driver too old for the CUDA runtime
     "crash_after_ready",  # the server answered its health route, then died while being measured
+    "sim_clock_gave_up",  # the sim's model clock gave up waiting for a promised request mid-run (it exits)
     "stream_cut",         # it stayed up but cut streams before their requests finished
     "hung_up",            # it stayed up but dropped or refused connections while being measured
     "stalled",            # it stayed up but streams stopped sending (no data for request_timeout_s)

@@ -25,6 +25,9 @@ Patterns = Sequence[tuple[str, str]]  # (class, regular expression), tried in or
 
 # Tried on every line after a backend's own patterns; the order settles lines that match two.
 GENERIC_PATTERNS: Patterns = (
+    # the sim's model clock stopped waiting for a promised request while others were in flight (or a request
+    # came after its promise was given up): its figures would follow the wall clock, so it exits instead
+    ("sim_clock_gave_up", r"\bsim_clock_gave_up: "),
     ("port_in_use", r"[Aa]ddress already in use|EADDRINUSE|\[Errno 98\]|couldn't bind HTTP server socket"),
     ("cuda_mismatch", r"no kernel image is available|No supported CUDA architectures|"
                       r"CUDA driver version is insufficient|driver on your system is too old|"
@@ -64,6 +67,8 @@ SUMMARY_LINES = re.compile(
     r"See root cause above|"
     r"SIGQUIT received\. .*It usually means one child failed"  # SGLang's, after a child's traceback
 )
+# Classes a server that exits while being measured names itself; any other exit then is crash_after_ready
+AFTER_READY_CLASSES: frozenset[str] = frozenset({"sim_clock_gave_up"})
 _ARGPARSE_ERROR = re.compile(r"^\S+: error: ")
 _ERRORISH = re.compile(r"(Error|Exception|error:|FATAL|Traceback|failed)")
 
@@ -134,7 +139,8 @@ def classify(
     """The class of a failed launch.
 
     `timed_out`: the server was still running when the readiness deadline passed. `after_ready`:
-    it had answered its health route and then exited (the measured requests died with it). An
+    it had answered its health route and then exited (the measured requests died with it): crash_after_ready,
+    unless its log names one of ``AFTER_READY_CLASSES`` (the sim's ``sim_clock_gave_up``). An
     exit during start-up is classified by the log; exit code 2 with an argparse `error:` line is a
     bad flag even when no pattern knows the wording; a negative code is the signal that ended it.
     """
@@ -142,6 +148,8 @@ def classify(
     evidence = found[1] if found else (_last_errorish(log_lines) or "no log output")
     if timed_out:
         return Failure("ready_timeout", evidence, None, summary)
+    if after_ready and found and found[0] in AFTER_READY_CLASSES:
+        return Failure(found[0], found[1], exit_code, summary)  # type: ignore[arg-type]
     if after_ready:  # a signal with no telling line shows as the signal, not as the last (INFO) line of the log
         telling = found is not None or _last_errorish(log_lines, fallback=False) is not None
         line = evidence if telling or exit_code is None or exit_code >= 0 else _signal_line(exit_code)

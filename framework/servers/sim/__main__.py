@@ -116,6 +116,18 @@ async def _serve(state: ServerState, prof: Profile, server: uvicorn.Server, star
     return 0
 
 
+CLOCK_GAVE_UP_EXIT = 3
+
+
+def _exit_clock_gave_up(_why: str) -> None:
+    """The engine logged ``sim_clock_gave_up: ...``: exit now, so the launch fails with that class instead of
+    measuring figures that follow the wall clock (called from the engine or an HTTP thread)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(CLOCK_GAVE_UP_EXIT)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_server_args(sys.argv[1:] if argv is None else argv)
@@ -135,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info(_server_args_line(args, seed))
     faults.crash_at_start(args.sim_faults)
     ground_truth: TextIO | None = open(args.sim_ground_truth, "a", encoding="utf-8") if args.sim_ground_truth else None
-    engine = Engine(profile, args, seed, defer_random=True)
+    engine = Engine(profile, args, seed, defer_random=True, on_clock_gave_up=_exit_clock_gave_up)
     metrics = Metrics({"model_name": args.served_model_name or args.model_path}) if args.enable_metrics else None
     state = ServerState(args=args, engine=engine, seed=seed, backend_info=sim_backend_info(profile, args),
                         ground_truth=ground_truth, metrics=metrics)

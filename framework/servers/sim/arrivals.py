@@ -14,7 +14,9 @@ The engine advances its model clock only on events. A client's loop tells it (``
 A promised request arrives at its promised instant whatever the wall clock did meanwhile, and the
 engine holds (wall time passes, model time does not) while a promise is due and unmet. So the same
 seed serves the same schedule at any speed-up and any load: a slow machine makes the run slower,
-not different. Pure bookkeeping, no clock and no I/O: the engine calls it under its lock.
+not different. A promise the engine gives up (no arrival within its wall grace) breaks its loop: the
+engine then fails the launch if anything of that loop was still in flight or comes later
+(``sim_clock_gave_up``). Pure bookkeeping, no clock and no I/O: the engine calls it under its lock.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Loop:
     cap: int | None = None
     in_flight: int = 0
     free_at: float | None = None  # open: not before this (the last arrival, or when a slot freed at the cap)
+    gave_up: bool = False       # one of its promises was given up: a later request of it would follow the wall
 
     def promise(self) -> float | None:
         """The model time of this loop's next promised arrival, or None (nothing promised, or blocked on a slot)."""
@@ -111,6 +114,11 @@ class Arrivals:
         if announced and not loop.open:
             loop.owed.append(model_t)
 
+    def broken(self, tag: LoopTag) -> bool:
+        """``tag``'s loop had a promise given up: its request would arrive by the wall clock, not its schedule."""
+        loop = self.loops.get(tag.loop)
+        return loop is not None and loop.gave_up
+
     def drop_due(self, model_now: float) -> None:
         """Give up the promises due by ``model_now`` (their requests did not come within the wall grace)."""
         self.timed_out += 1
@@ -118,6 +126,8 @@ class Arrivals:
             if loop.open:
                 p = loop.promise()
                 if p is not None and p <= model_now:
-                    loop.next_at = None
+                    loop.next_at, loop.gave_up = None, True
             else:
-                loop.owed = [t for t in loop.owed if t > model_now]
+                kept = [t for t in loop.owed if t > model_now]
+                loop.gave_up |= len(kept) < len(loop.owed)
+                loop.owed = kept

@@ -38,9 +38,12 @@ class Engine:
     """Owns the model clock. Thread-safe ``submit``/``abort``; everything else runs in its thread."""
 
     def __init__(self, profile: Profile, args: SimServerArgs, seed: int,
-                 on_step: Callable[[dict], None] | None = None, *, defer_random: bool = False) -> None:
+                 on_step: Callable[[dict], None] | None = None, *, defer_random: bool = False,
+                 on_clock_gave_up: Callable[[str], None] | None = None) -> None:
         """``defer_random``: leave numpy (and the launch draw) to :meth:`init_random` or :meth:`start`,
-        so the server can bind its port first; nothing else in the engine needs them before a request."""
+        so the server can bind its port first; nothing else in the engine needs them before a request.
+        ``on_clock_gave_up``: called (with one line saying what happened) when a give-up would make figures
+        follow the wall clock; the server exits there (``sim_clock_gave_up``). Unset: it is only recorded."""
         self.profile, self.args = profile, args
         self.speedup = args.sim_speedup
         self.noise = args.sim_noise_scale
@@ -63,6 +66,8 @@ class Engine:
         self.arrivals = Arrivals()  # the client loops' promised arrivals (virtual time)
         self._live = 0  # requests submitted and not yet finished or aborted
         self.hold_timeout_s = HOLD_TIMEOUT_S
+        self.clock_gave_up: str | None = None  # why the model clock could not keep its schedule (None: it did)
+        self._on_clock_gave_up = on_clock_gave_up
         self._on_step = on_step
         self._perf0 = time.perf_counter()
         self._epoch0 = time.time()
@@ -98,7 +103,7 @@ class Engine:
 
     @property
     def holds_timed_out(self) -> int:
-        """Holds that gave up waiting for a promised request (its figures then depend on the wall clock)."""
+        """Holds that gave up waiting for a promised request (mid-run, the launch fails: ``clock_gave_up``)."""
         return self.arrivals.timed_out
 
     def stop(self) -> None:
@@ -114,6 +119,9 @@ class Engine:
             req.arrival_perf = now
             fallback = max(self.model_now, self.model_of(now))
             tag = req.loop_tag
+            if tag is not None and self.arrivals.broken(tag):
+                self._gave_up(f"a request of client loop {tag.loop} (seq {tag.seq}) arrived after that loop's "
+                              f"promise was given up; its arrival would follow the wall clock")
             if tag is not None:  # its loop says when it arrives on the model clock (arrivals.py)
                 idle = self._live == 0  # nothing in flight: a new loop starts now (another's leftovers are stale)
                 req.arrival_model, req.loop_arrival_s, serial = self.arrivals.arrive(tag, self.model_now, idle,
@@ -278,9 +286,21 @@ class Engine:
         arrived = self._cond.wait(timeout=self.hold_timeout_s)
         if not arrived and not self._inbox and not self._stop:
             self.arrivals.drop_due(self.model_now)
-            log.warning("sim: a promised request did not arrive within %.0f s of wall time; its arrival now "
-                        "follows the wall clock", self.hold_timeout_s)
+            waiting = sum(not r.aborted for r in self._pending + self._running)
+            if waiting:  # mid-run: the steps would go on without the promised request, by the wall clock
+                self._gave_up(f"a promised request did not arrive within {self.hold_timeout_s:.0f} s of wall time "
+                              f"while {waiting} requests were in flight (model time {self.model_now:.6f} s)")
+            else:  # a loop's end: a cancelled cool-down stream had announced a successor; nothing depends on it
+                log.warning("sim: a promised request did not arrive within %.0f s of wall time with nothing in "
+                            "flight (a loop's end); its loop takes no more requests", self.hold_timeout_s)
         self._anchor_perf, self._anchor_model = time.perf_counter(), self.model_now
+
+    def _gave_up(self, why: str) -> None:
+        """The model clock could not keep its loop's schedule: never serve an estimate that follows the wall."""
+        self.clock_gave_up = self.clock_gave_up or why
+        log.error("sim_clock_gave_up: %s", why)
+        if self._on_clock_gave_up is not None:
+            self._on_clock_gave_up(why)
 
     @staticmethod
     def _sleep_until(deadline: float) -> None:
