@@ -18,7 +18,14 @@ from framework.core import evidence
 from framework.core.design import Condition, conditions
 from framework.core.machine import UNKNOWN as UNKNOWN_MACHINE
 from framework.core.machine import launch_machines
-from framework.core.metrics import RATIO_METRICS, is_launch_metric, launch_value, ratio_parts, unmeasured
+from framework.core.metrics import (
+    RATIO_METRICS,
+    WINDOW_EDGE_S,
+    is_launch_metric,
+    launch_value,
+    ratio_parts,
+    unmeasured,
+)
 from framework.core.spec import Hypothesis
 from framework.core.trials import Trials
 from framework.errors import TrialsConflict
@@ -217,7 +224,8 @@ def collect(h: Hypothesis, distinct: list[dict[str, Any]], rules: RuleSet | None
         for d in data.values():
             d.values.clear()
             for lr in d.launch_rows:
-                v = launch_value(h.metric, by_launch.get(lr["launch_id"], []), dict(h.slo))
+                v = launch_value(h.metric, by_launch.get(lr["launch_id"], []), dict(h.slo),
+                                 edge_s=WINDOW_EDGE_S if rules.window_edge else 0.0)
                 if v is not None and math.isfinite(v) and v > 0:
                     d.values[lr["launch_id"]] = [float(v)]
     for d in data.values():

@@ -47,6 +47,10 @@ class RuleSet:
     # rows: saturated, or a read bias that stretches the interval across a threshold) is marked UNRELIABLE
     # beside it (analysis/bias.py); the verdict itself is unchanged.
     client_marks: bool = False
+    # The measured window of output_throughput and request_throughput is (start, end] with 1 us edges
+    # (core.metrics.WINDOW_EDGE_S): a request or token at the window's start, such as a closed loop's warm-up
+    # request whose successor opens the window, is outside however its timestamps were rounded.
+    window_edge: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
@@ -56,7 +60,7 @@ _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "
 _V3 = {**_V2, "machine_effect": True, "client_marks": True}
 
 # version 4 (framework 0.3.0): version 3 plus the switches CHANGELOG.md lists under rules version 4
-_V4 = {**_V3}
+_V4 = {**_V3, "window_edge": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),

@@ -15,6 +15,12 @@ The measured window runs from the first measured request's send to the last one'
 throughput counts the tokens that arrived inside the window from every request in flight
 (warm-up and cool-down requests keep the load steady and their tokens are the server's output
 too); request throughput counts the requests that ended inside it. All times are model seconds.
+With ``edge_s`` (rules version 4, ``RuleSet.window_edge``: ``WINDOW_EDGE_S``) the window is
+(start, end], each edge widened by ``edge_s`` against the client's 0.1 us rounding: what ends or
+arrives at the window's start (a closed loop's warm-up requests, whose successors start the window)
+is outside, what ends at its end is inside. Without it (versions 1-3): tokens in [start, end],
+requests ending in (start, end + 1 ns], so a warm-up request that ended at the start was counted
+whenever rounding put its end a hair past it.
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ REQUEST_METRICS: dict[str, str] = {
     "completion_tokens": "output tokens of a request",
 }
 STATS = ("mean", "p50", "p90", "p99")
+# the window's edges under rules version 4: above the client's timestamp rounding (0.1 us, summed over a start
+# and a duration), far below any step of a server (tens of microseconds and more)
+WINDOW_EDGE_S = 1e-6
 LAUNCH_METRICS: dict[str, str] = {
     "output_throughput": "output tokens/s over the measured window, every request in flight counted",
     "request_throughput": "requests/s ending inside the measured window",
@@ -212,8 +221,12 @@ def window(rows: list[dict[str, Any]]) -> tuple[float, float] | None:
     return min(start(r) for r in measured), max(start(r) + r["e2e_s"] for r in measured)
 
 
-def launch_value(name: str, rows: Iterable[dict[str, Any]], slo: dict[str, float] | None = None) -> float | None:
-    """A launch metric from all of the launch's request rows (any phase; the window decides)."""
+def launch_value(name: str, rows: Iterable[dict[str, Any]], slo: dict[str, float] | None = None, *,
+                 edge_s: float = 0.0) -> float | None:
+    """A launch metric from all of the launch's request rows (any phase; the window decides).
+
+    ``edge_s`` > 0: the window counts what happens in (start + edge_s, end + edge_s] (rules version 4;
+    module docstring); 0: the old edges."""
     rows = [r for r in rows if r.get("kind", "request") == "request"]
     measured = [r for r in rows if not r.get("warmup")]
     ok = [r for r in measured if r.get("ok")]
@@ -231,6 +244,12 @@ def launch_value(name: str, rows: Iterable[dict[str, Any]], slo: dict[str, float
         return None
     t0, t1 = span
     dur = t1 - t0
+
+    def inside(t: float, tokens: bool) -> bool:
+        if edge_s > 0:
+            return t0 + edge_s < t <= t1 + edge_s
+        return t0 <= t <= t1 if tokens else t0 < t <= t1 + 1e-9
+
     if name == "output_throughput":
         tokens = 0
         for r in rows:
@@ -239,24 +258,25 @@ def launch_value(name: str, rows: Iterable[dict[str, Any]], slo: dict[str, float
                 continue
             times, toks = chunks(r)
             for t, n in zip(times, toks, strict=False):
-                if t0 <= s0 + t <= t1:
+                if inside(s0 + t, tokens=True):
                     tokens += n
             # an OpenAI stream counts one token per content chunk; its usage total corrects the last chunk
             counted = sum(toks)
             if r.get("ok") and r.get("completion_tokens", counted) != counted and r.get("e2e_s") is not None:
-                if t0 <= s0 + r["e2e_s"] <= t1:
+                if inside(s0 + r["e2e_s"], tokens=True):
                     tokens += r["completion_tokens"] - counted
         return tokens / dur
     if name == "request_throughput":
         ended = sum(1 for r in rows if r.get("ok") and start(r) is not None and r.get("e2e_s") is not None
-                    and t0 < start(r) + r["e2e_s"] <= t1 + 1e-9)
+                    and inside(start(r) + r["e2e_s"], tokens=False))
         return ended / dur
     if name == "goodput":
         return sum(1 for r in measured if meets_slo(r, slo or {})) / dur
     raise ValueError(check_metric(name) or f"{name!r} is a per-request metric")
 
 
-def launch_summary(rows: list[dict[str, Any]], slo: dict[str, float] | None = None) -> dict[str, float | None]:
+def launch_summary(rows: list[dict[str, Any]], slo: dict[str, float] | None = None, *,
+                   edge_s: float = 0.0) -> dict[str, float | None]:
     """Every launch metric of one launch (for the record and the report)."""
     out: dict[str, float | None] = {}
     for base in [*REQUEST_METRICS, "itl_s"]:
@@ -265,5 +285,5 @@ def launch_summary(rows: list[dict[str, Any]], slo: dict[str, float] | None = No
     for name in LAUNCH_METRICS:
         if needs_slo(name) and not slo:
             continue
-        out[name] = launch_value(name, rows, slo)
+        out[name] = launch_value(name, rows, slo, edge_s=edge_s)
     return out

@@ -23,8 +23,9 @@ def expected_metrics(profile: Profile | str, server_flags: list[str], prompt_tok
     honoured), over a launch of the design's ``requests`` and ``warmup`` (the closed loop's rounds:
     ``core.workload.total_requests``). A request metric is the mean over the measured requests, as a
     launch's value is; ``output_throughput`` and ``request_throughput`` are the launch's, over its
-    measured window. ``decode_tok_s`` is the client's statistic, (completion_tokens - 1) /
-    (t_last - t_first), so it includes the end effect of a truncated last verify step. docs/model.md.
+    measured window as rules version 4 counts it (``core.metrics.WINDOW_EDGE_S``). ``decode_tok_s`` is the
+    client's statistic, (completion_tokens - 1) / (t_last - t_first), so it includes the end effect of
+    a truncated last verify step. docs/model.md.
     """
     prof = load_profile(profile) if isinstance(profile, str) else profile
     args = model.resolve_args(server_flags)
@@ -52,8 +53,8 @@ def expected_metrics(profile: Profile | str, server_flags: list[str], prompt_tok
         "tpot_s": mean("tpot_s"),
         "e2e_s": mean("e2e_s"),
         "output_tok_s": mean("output_tok_s"),
-        "output_throughput": metrics_mod.launch_value("output_throughput", rows),
-        "request_throughput": metrics_mod.launch_value("request_throughput", rows),
+        "output_throughput": metrics_mod.launch_value("output_throughput", rows, edge_s=metrics_mod.WINDOW_EDGE_S),
+        "request_throughput": metrics_mod.launch_value("request_throughput", rows, edge_s=metrics_mod.WINDOW_EDGE_S),
         "step_s": step.total_us / 1e6,
         "decode_steps": steps,
         "accept_length": mean_accept if spec else None,
