@@ -9,7 +9,9 @@ with the reviewed classes of ``flag_classes.yaml``:
   hypothesis a question the sim cannot answer: refused on ``backend=sim`` unless overridden;
 - a value the profile fixes (``--tp-size`` against a TP8 profile) that differs from it, likewise;
 - a not-modelled flag that is the same everywhere is accepted and listed as not modelled;
-- *no effect* flags are ignored.
+- *no effect* flags are ignored;
+- a workload the model does not cover (``shared_prefix``: the sim has no radix cache, so every request
+  would prefill its whole prompt, as if SGLang had no prefix cache) is refused whether or not it varies.
 
 Only flags some condition sets on its command line are compared, so values SGLang derives from
 another flag (max running requests 48 with speculative decoding) follow the flag that caused them.
@@ -36,6 +38,7 @@ class Condition:
     levels: dict[str, str]
     argv: list[str]
     profile: str
+    shared_prefix: dict[str, int] | None = None  # the workload's shared prefix (groups, prefix_tokens), if any
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,11 @@ class Finding:
     reason: str                 # why the sim cannot answer: "not modelled", "fixed by the profile", ...
     values: dict[str, Any]      # condition label -> resolved value
     levels: str                 # the levels that differ, e.g. "mem=low: 0.6, mem=high: 0.9"
+    varies: bool = True         # False: refused wherever it is set (a workload the model does not cover)
 
     def line(self) -> str:
+        if not self.varies:
+            return f"{self.flag} ({self.reason}) is set in {self.levels}"
         return f"{self.flag} ({self.reason}) differs between levels: {self.levels}"
 
 
@@ -62,11 +68,28 @@ class Coverage:
 
 
 def conditions(h: Hypothesis, exp: Experiment) -> list[Condition]:
-    """Every condition's SGLang command line and sim profile, for the coverage check."""
-    return [Condition(
-        label=c.label(), levels=c.levels, profile=design_mod.sim_profile_for(h, exp, c),
-        argv=["--model-path", exp.model_path, "--tp-size", str(exp.tp_size), *design_mod.server_args_for(h, exp, c)],
-    ) for c in design_mod.conditions(h)]
+    """Every condition's SGLang command line, sim profile and shared prefix, for the coverage check."""
+    out = []
+    for c in design_mod.conditions(h):
+        sp = design_mod.workload_for(h, exp, c).shared_prefix
+        out.append(Condition(
+            label=c.label(), levels=c.levels, profile=design_mod.sim_profile_for(h, exp, c),
+            argv=["--model-path", exp.model_path, "--tp-size", str(exp.tp_size),
+                  *design_mod.server_args_for(h, exp, c)],
+            shared_prefix=sp.model_dump() if sp is not None else None))
+    return out
+
+
+NO_PREFIX_CACHE = ("not modelled: the sim has no prefix (radix) cache, every request would prefill its whole "
+                   "prompt and report cached_tokens 0")
+
+
+def _check_workloads(cov: Coverage, conds: list[Condition]) -> None:
+    """Refuse a shared-prefix workload in any condition: the answer would be SGLang's without RadixAttention."""
+    values = {c.label: c.shared_prefix for c in conds if c.shared_prefix is not None}
+    if values:
+        cov.refused.insert(0, Finding("workload.shared_prefix", NO_PREFIX_CACHE, values,
+                                      ", ".join(f"[{label}]" for label in values), varies=False))
 
 
 def _key(v: Any) -> str:
@@ -118,6 +141,7 @@ def check(conds: list[Condition]) -> Coverage:
     indistinct: dict[str, list[list[Any]]] = klass.get("indistinct", {})
     c2f = flags.table()["cli_to_field"]
     live = [c for c in conds if c.label in resolved]
+    _check_workloads(cov, conds)
     _check_engine_flags(cov, live, engine_flags)
     for fld in sorted(explicit):
         dest = flags.field_to_dest().get(fld, fld)

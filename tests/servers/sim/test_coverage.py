@@ -80,3 +80,49 @@ def test_shipped_hypotheses_pass_and_record_their_constant_unmodelled_flags():
         cov = check(sim_conditions(h, exp))
         assert not cov.refused and not cov.problems, name
         assert "--mem-fraction-static" in cov.constant
+
+
+def test_a_shared_prefix_workload_is_refused_whether_or_not_it_varies():
+    """Issue 32: "a shared 1024-token prefix cuts TTFT by 30%" came out refuted at 1.795x on the sim, which has
+    no radix cache. Until it models one, any condition with a shared prefix is a question it cannot answer."""
+    prefix = {"groups": 1, "prefix_tokens": 1024}
+    both = [Condition(f"f={n}", {"f": n}, list(BASE), RTX, shared_prefix=sp) for n, sp in (("a", prefix), ("b", None))]
+    cov = check(both)
+    assert [f.flag for f in cov.refused] == ["workload.shared_prefix"]
+    assert cov.refused[0].line().startswith("workload.shared_prefix (not modelled: the sim has no prefix (radix) "
+                                            "cache") and cov.refused[0].line().endswith("is set in [f=a]")
+    alike = [Condition(f"f={n}", {"f": n}, BASE + a, RTX, shared_prefix=prefix)
+             for n, a in (("x", []), ("y", ["--cuda-graph-max-bs", "8"]))]
+    assert [f.flag for f in check(alike).refused] == ["workload.shared_prefix"]
+    assert check([Condition("f=a", {"f": "a"}, list(BASE), RTX)]).refused == []
+
+
+SHARED_PREFIX = """name: prefix_ttft
+statement: A shared 1024-token prefix cuts TTFT by 30% or more
+experiment: rtx_pro_6000_tp8
+metric: ttft_s
+factors:
+  prefix:
+    reference: none
+    levels:
+      none: {workload: {prompt_tokens: 1100, output_tokens: 8}}
+      shared: {workload: {prompt_tokens: 76, output_tokens: 8, shared_prefix: {groups: 1, prefix_tokens: 1024}}}
+predictions:
+  - {id: cuts_ttft, kind: decrease, factor: prefix, level: shared, min_effect: 0.30}
+design: {launches: 2, requests: 4, warmup: 1, seed: 3}
+"""
+
+
+def test_run_refuses_a_shared_prefix_hypothesis_on_the_sim_in_one_line_before_anything_starts(workdir, monkeypatch,
+                                                                                            capsys):
+    from framework.cli import main
+
+    (workdir / "hyp").mkdir()
+    (workdir / "hyp" / "prefix_ttft.yaml").write_text(SHARED_PREFIX)
+    monkeypatch.chdir(workdir)
+    code = main(["run", "hypothesis=prefix_ttft", f"paths.hypotheses={workdir / 'hyp'}",
+                 f"paths.experiments={ROOT / 'experiments'}"])
+    line = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in line and "Traceback" not in line, line
+    assert "prefix_ttft.yaml" in line and "the simulator cannot answer this: workload.shared_prefix" in line, line
+    assert not (workdir / "outputs").exists() and not (workdir / "verdicts.jsonl").exists()
