@@ -157,33 +157,56 @@ async def _parse(request: Request, kind: type[BaseModel]) -> Any:
 # --------------------------------------------------------------------------- state
 
 
+# SGLang 0.5.9's histogram buckets (tests/fixtures/sglang_0_5_9/metrics.txt)
+TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0, 400.0)
+E2E_BUCKETS = (*TTFT_BUCKETS, 600.0, 1200.0, 1800.0, 2400.0)
+ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2, 0.4,
+               0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)
+# the scheduler's gauges carry these beside model_name in SGLang 0.5.9 (one scheduler: TP rank 0's)
+SCHEDULER_LABELS = {"engine_type": "unified", "moe_ep_rank": "0", "pp_rank": "0", "tp_rank": "0"}
+
+
 @dataclass
 class Metrics:
-    """Prometheus collectors with SGLang's ``sglang:`` names (times on the model clock)."""
+    """Prometheus collectors with SGLang 0.5.9's ``sglang:`` names, labels and buckets, for the families the
+    servers we ship can fill (times on the model clock); tests/servers/sim/test_sglang_shapes.py holds them to
+    the recorded ``metrics.txt``."""
 
     labels: dict[str, str]
     registry: Any = None  # a prometheus_client CollectorRegistry (created here when not given)
 
     def __post_init__(self) -> None:
         # Imported here: prometheus_client is only needed with --enable-metrics.
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
+        disable_created_metrics()  # SGLang's /metrics has no `_created` series
         if self.registry is None:
             self.registry = CollectorRegistry()
         names = list(self.labels)
+        self.scheduler_labels = dict(sorted({**self.labels, **SCHEDULER_LABELS}.items()))
+        sched = list(self.scheduler_labels)
         r = self.registry
-        self.prompt_tokens = Counter("sglang:prompt_tokens", "Prefill tokens processed", names, registry=r)
-        self.generation_tokens = Counter("sglang:generation_tokens", "Generation tokens", names, registry=r)
-        self.num_requests = Counter("sglang:num_requests", "Finished requests", names, registry=r)
-        self.num_running = Gauge("sglang:num_running_reqs", "Running requests", names, registry=r)
-        self.num_queue = Gauge("sglang:num_queue_reqs", "Waiting requests", names, registry=r)
-        self.gen_throughput = Gauge("sglang:gen_throughput", "Generation throughput (tok/s)", names, registry=r)
-        self.spec_accept = Gauge("sglang:spec_accept_length", "Average speculative accept length", names, registry=r)
-        buckets = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
-        self.ttft = Histogram("sglang:time_to_first_token_seconds", "TTFT", names, buckets=buckets, registry=r)
-        self.e2e = Histogram("sglang:e2e_request_latency_seconds", "E2E latency", names, buckets=buckets, registry=r)
-        self.itl = Histogram("sglang:inter_token_latency_seconds", "Inter-token latency", names,
-                             buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0), registry=r)
+        self.prompt_tokens = Counter("sglang:prompt_tokens", "Number of prefill tokens processed.", names, registry=r)
+        self.generation_tokens = Counter("sglang:generation_tokens", "Number of generation tokens processed.", names,
+                                         registry=r)
+        self.num_requests = Counter("sglang:num_requests", "Number of requests processed.", names, registry=r)
+        # no prefix cache in the sim (docs/model.md): the counter SGLang exports, at 0
+        self.cached_tokens = Counter("sglang:cached_tokens", "Number of cached prompt tokens by source "
+                                     "(device/host/storage).", ["cache_source", *names], registry=r)
+        self.cached_tokens.labels(cache_source="total", **self.labels)
+        self.num_running = Gauge("sglang:num_running_reqs", "The number of running requests.", sched, registry=r)
+        self.num_queue = Gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", sched,
+                               registry=r)
+        self.gen_throughput = Gauge("sglang:gen_throughput", "The generation throughput (token/s).", sched,
+                                    registry=r)
+        self.spec_accept = Gauge("sglang:spec_accept_length", "The average acceptance length of speculative "
+                                 "decoding.", sched, registry=r)
+        self.ttft = Histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                              names, buckets=TTFT_BUCKETS, registry=r)
+        self.e2e = Histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in "
+                             "seconds", names, buckets=E2E_BUCKETS, registry=r)
+        self.itl = Histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                             names, buckets=ITL_BUCKETS, registry=r)
 
 
 class ServingEngine(Protocol):
@@ -383,6 +406,8 @@ def _meta(state: ServerState, req: SimRequest, chunk: Chunk) -> dict[str, Any]:
         "id": req.rid, "finish_reason": chunk.finish_reason, "prompt_tokens": req.prompt_tokens,
         "completion_tokens": chunk.completion_tokens, "cached_tokens": 0,
     }
+    if req.prompt_ids is None:  # a text prompt: counted by the stand-in tokenizer (servers/api/tokens.py)
+        meta["prompt_tokens_estimated"] = True
     if chunk.finished:  # SGLang sets e2e_latency when the request finishes, not on every event
         meta["e2e_latency"] = chunk.e2e_latency
     if state.engine.spec is not None:
@@ -542,10 +567,11 @@ def create_app(state: ServerState) -> Starlette:
             return JSONResponse(status_code=404, content={"detail": "Not Found"})
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest  # imported with Metrics already
 
-        m.num_running.labels(**m.labels).set(state.engine.num_running)
-        m.num_queue.labels(**m.labels).set(state.engine.num_waiting)
-        m.gen_throughput.labels(**m.labels).set(state.engine.last_gen_throughput)
-        m.spec_accept.labels(**m.labels).set(state.engine.avg_spec_accept_length)
+        sched = m.scheduler_labels
+        m.num_running.labels(**sched).set(state.engine.num_running)
+        m.num_queue.labels(**sched).set(state.engine.num_waiting)
+        m.gen_throughput.labels(**sched).set(state.engine.last_gen_throughput)
+        m.spec_accept.labels(**sched).set(state.engine.avg_spec_accept_length)
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
     async def generate(request: Request) -> Response:
@@ -724,9 +750,12 @@ async def _openai(state: ServerState, request: Request, obj: CompletionRequest |
     created = int(time.time())
     endpoint = "/v1/chat/completions" if chat else "/v1/completions"
 
-    def usage(c: Chunk) -> dict[str, int]:
+    # a text prompt's count is the stand-in tokenizer's (servers/api/tokens.py), not a real tokenizer's: said so
+    estimated = {"prompt_tokens_estimated": True} if not isinstance(prompt, list) else {}
+
+    def usage(c: Chunk) -> dict[str, Any]:
         return {"prompt_tokens": n_prompt, "completion_tokens": c.completion_tokens,
-                "total_tokens": n_prompt + c.completion_tokens}
+                "total_tokens": n_prompt + c.completion_tokens, **estimated}
 
     if obj.stream:
         include_usage = bool(obj.stream_options and obj.stream_options.include_usage)
@@ -740,7 +769,8 @@ async def _openai(state: ServerState, request: Request, obj: CompletionRequest |
                     "choices": [choice], "usage": None}
             if continuous and chunk is not None:  # the count so far, as SGLang's continuous_usage_stats
                 n = chunk.completion_tokens if tokens is None else tokens
-                body["usage"] = {"prompt_tokens": n_prompt, "completion_tokens": n, "total_tokens": n_prompt + n}
+                body["usage"] = {"prompt_tokens": n_prompt, "completion_tokens": n, "total_tokens": n_prompt + n,
+                                 **estimated}
             if is_sim and chunk is not None:  # the sim's model clock, as in /generate's meta_info (extra keys)
                 body.update(sim_model_t=round(chunk.e2e_latency, 9), sim_mean_batch=round(chunk.mean_batch, 4),
                             sim_arrival_model_s=round(_arrival(req), 9))
@@ -758,6 +788,13 @@ async def _openai(state: ServerState, request: Request, obj: CompletionRequest |
                     grew = chunk.text.startswith(sent)
                     delta, sent = (chunk.text[len(sent):], chunk.text) if grew else ("", sent)
                     finish, matched = _openai_finish(chunk)
+                    if chat and finish:  # SGLang 0.5.9: the last content, then the finish reason in a chunk of
+                        # its own with no content (tests/fixtures/sglang_0_5_9/responses/chat_stream.json)
+                        data += event({"index": 0, "delta": {"content": delta}, "logprobs": None,
+                                       "finish_reason": None}, chunk)
+                        data += event({"index": 0, "delta": {"content": None}, "logprobs": None,
+                                       "finish_reason": finish, "matched_stop": matched}, chunk)
+                        continue
                     choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": finish}
                     choice.update({"delta": {"content": delta}} if chat else {"text": delta})
                     if finish:
