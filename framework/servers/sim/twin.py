@@ -40,7 +40,9 @@ def predict(fit: TwinFit, config: TwinConfig) -> dict[str, float]:
     for key in METRICS:
         values = [float(r[key]) for r in measured if r.get(key) is not None]
         out[key] = sum(values) / len(values) if values else float("nan")
-    out["output_throughput"] = float(metrics_mod.launch_value("output_throughput", rows) or float("nan"))
+    # the window as rules version 4 counts it
+    throughput = metrics_mod.launch_value("output_throughput", rows, edge_s=metrics_mod.WINDOW_EDGE_S)
+    out["output_throughput"] = float(throughput or float("nan"))
     return out
 
 
