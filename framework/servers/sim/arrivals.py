@@ -14,9 +14,11 @@ The engine advances its model clock only on events. A client's loop tells it (``
 A promised request arrives at its promised instant whatever the wall clock did meanwhile, and the
 engine holds (wall time passes, model time does not) while a promise is due and unmet. So the same
 seed serves the same schedule at any speed-up and any load: a slow machine makes the run slower,
-not different. A promise the engine gives up (no arrival within its wall grace) breaks its loop: the
-engine then fails the launch if anything of that loop was still in flight or comes later
-(``sim_clock_gave_up``). Pure bookkeeping, no clock and no I/O: the engine calls it under its lock.
+not different. A promise the engine gives up (no arrival within its wall grace) while requests are in flight
+fails the launch (``sim_clock_gave_up``), and so does a closed loop's request that comes after one of
+its promises was given up. An open loop's request that comes late (an idle engine waits at most the
+grace for it) still arrives by the wall clock; its lateness is on the record (sim_open_loop_arrival_late).
+Pure bookkeeping, no clock and no I/O: the engine calls it under its lock.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class Loop:
     cap: int | None = None
     in_flight: int = 0
     free_at: float | None = None  # open: not before this (the last arrival, or when a slot freed at the cap)
-    gave_up: bool = False       # one of its promises was given up: a later request of it would follow the wall
+    gave_up: bool = False       # closed: a promise was given up, so a later request of it would follow the wall
 
     def promise(self) -> float | None:
         """The model time of this loop's next promised arrival, or None (nothing promised, or blocked on a slot)."""
@@ -123,10 +125,10 @@ class Arrivals:
         """Give up the promises due by ``model_now`` (their requests did not come within the wall grace)."""
         self.timed_out += 1
         for loop in self.loops.values():
-            if loop.open:
+            if loop.open:  # a late open-loop arrival: its lateness is on the record (sim_open_loop_arrival_late)
                 p = loop.promise()
                 if p is not None and p <= model_now:
-                    loop.next_at, loop.gave_up = None, True
+                    loop.next_at = None
             else:
                 kept = [t for t in loop.owed if t > model_now]
                 loop.gave_up |= len(kept) < len(loop.owed)

@@ -51,3 +51,13 @@ def test_a_promise_given_up_stops_holding_and_a_new_loop_on_an_idle_engine_drops
     a.ended(LoopTag("L"), 2.0, announced=True)  # a cancelled cool-down's announced successor never comes
     a.arrive(LoopTag("M", streams=1), 2.0, idle=True, fallback=50.0)
     assert a.earliest() is None
+
+
+def test_a_closed_loops_give_up_breaks_it_and_an_open_loops_does_not():
+    a = Arrivals()
+    closed, opened = LoopTag("C", 0, 2), LoopTag("O", 0, at=0.0, next_at=0.5)
+    a.arrive(closed, 1.0, True, 1.0)
+    a.arrive(opened, 1.0, False, 1.0)
+    a.drop_due(2.0)  # both loops' promises (1.0 and 1.5) given up
+    assert a.broken(closed) and not a.broken(opened)  # the open loop's lateness is on its record instead
+    assert not a.broken(LoopTag("unknown"))
