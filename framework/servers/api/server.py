@@ -177,9 +177,12 @@ class Metrics:
 
     def __post_init__(self) -> None:
         # Imported here: prometheus_client is only needed with --enable-metrics.
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+        import prometheus_client
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-        disable_created_metrics()  # SGLang's /metrics has no `_created` series
+        disable = getattr(prometheus_client, "disable_created_metrics", None)  # prometheus_client >= 0.17
+        if disable is not None:
+            disable()  # SGLang's /metrics has no `_created` series
         if self.registry is None:
             self.registry = CollectorRegistry()
         names = list(self.labels)
