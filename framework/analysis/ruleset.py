@@ -47,6 +47,10 @@ class RuleSet:
     # rows: saturated, or a read bias that stretches the interval across a threshold) is marked UNRELIABLE
     # beside it (analysis/bias.py); the verdict itself is unchanged.
     client_marks: bool = False
+    # Under `analysis: anytime`, a comparison whose launches ran on two or more machines is decided on a
+    # confidence sequence with the machine as the unit (machine means at each round of blocks, t on m - 1 df,
+    # round k at a * 6/(pi^2 k^2); framework.stats.anytime_machines), not on the pooled block contrasts.
+    anytime_machines: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
@@ -56,7 +60,7 @@ _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "
 _V3 = {**_V2, "machine_effect": True, "client_marks": True}
 
 # version 4 (framework 0.3.0): version 3 plus the switches CHANGELOG.md lists under rules version 4
-_V4 = {**_V3}
+_V4 = {**_V3, "anytime_machines": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),

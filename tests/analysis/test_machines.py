@@ -154,3 +154,44 @@ def test_machine_means_match_a_mixed_model_on_a_balanced_fleet():
     assert p.details["log_estimate"] == pytest.approx(fit.fe_params["treat"], abs=1e-6)
     assert p.details["se"] == pytest.approx(fit.bse_fe["treat"], rel=0.1)
     assert p.details["df"] == 7
+
+
+def test_anytime_over_machines_takes_the_machine_as_the_unit_under_version_4():
+    """Rules version 4 (`anytime_machines`): the anytime analysis of launches on 2 machines decides on the
+    machine-level confidence sequence; version 3 keeps the pooled block contrasts and says so."""
+    h = two_cell()
+    rows = on_machines(simulate(h, {0: 100.0, 1: 100.0}, launches=8, seed=4), 2, sd_effect=0.1, seed=5)
+    v3 = analyze(h, rows, method="anytime", ruleset=RULESETS[3]).predictions[0]
+    v4 = analyze(h, rows, method="anytime", ruleset=RULESETS[4]).predictions[0]
+    assert "(the anytime block contrasts do not model the machine)" in v3.details["population"]
+    assert "unit" not in v3.details and v3.details["blocks"] == 8
+    assert v4.details["population"] == "2 machines"
+    assert v4.details["unit"] == "machine" and v4.details["machines"] == 2 and v4.details["rounds"] == 4
+    assert v4.details["df"] == 1
+    # the machine-level sequence is far wider than the pooled one (1 df, union over rounds)
+    assert math.log(v4.ci[1] / v4.ci[0]) > 3 * math.log(v3.ci[1] / v3.ci[0])
+    # conditions on different machines: confounded, inconclusive
+    apart = on_machines(simulate(h, {0: 100.0, 1: 100.0}, launches=8, seed=4), 2, by_condition=True)
+    p = analyze(h, apart, method="anytime", ruleset=RULESETS[4]).predictions[0]
+    assert p.verdict == "inconclusive" and "only 0 completed a block of every one" in p.reason
+
+
+def test_anytime_on_one_machine_is_unchanged_by_version_4():
+    h = two_cell()
+    rows = on_machines(simulate(h, {0: 100.0, 1: 106.0}, launches=6, seed=6), 1)
+    v3 = analyze(h, rows, method="anytime", ruleset=RULESETS[3]).predictions[0]
+    v4 = analyze(h, rows, method="anytime", ruleset=RULESETS[4]).predictions[0]
+    assert (v4.verdict, v4.estimate, v4.ci, v4.p_value) == (v3.verdict, v3.estimate, v3.ci, v3.p_value)
+
+
+def test_a_version_3_anytime_record_over_machines_recomputes_under_version_3():
+    """What audit does: a record's own version recomputes it; today's (v4) differs on the same rows."""
+    from framework.analysis import rules
+
+    h = two_cell()
+    rows = on_machines(simulate(h, {0: 100.0, 1: 100.0}, launches=8, seed=4), 2, sd_effect=0.1, seed=5)
+    recorded = analyze(h, rows, method="anytime", ruleset=RULESETS[3]).predictions[0]
+    again = rules.rules_for(3).analyze(h, rows, method="anytime").predictions[0]
+    today = rules.rules_for(4).analyze(h, rows, method="anytime").predictions[0]
+    assert (again.verdict, again.ci, again.p_value) == (recorded.verdict, recorded.ci, recorded.p_value)
+    assert today.ci != recorded.ci and today.details["unit"] == "machine"
