@@ -192,8 +192,9 @@ def decide_launches(p: Launches, data: dict[int, ConditionData], conds: list[Con
             err = r.get("error")
             if r.get("ok") and not ok:
                 err = "started but served no request"
+            after = d.served_requests.get(r["launch_id"], 0) if r.get("failed_while_measured") else None
             outcomes.append(decisions.LaunchOutcome(r["launch_id"], ok, err, tuple(r.get("log_tail") or ()),
-                                                    r.get("failure_class"), r.get("replicate", i)))
+                                                    r.get("failure_class"), r.get("replicate", i), after))
     if a is not None:
         outcomes.sort(key=lambda o: (str(type(o.block)), o.block))  # stable: conditions stay in order
     return decisions.launches(outcomes, p.expect, p.match, p.failure_class, rate=p.rate, a=a)

@@ -94,6 +94,14 @@ def requests_lost(loss: dict[str, Any] | None) -> str | None:
     return f"{loss['requests_lost']} of {loss['requests']} measured requests ({share:.0%}): " + ", ".join(parts)
 
 
+def failed_launches(c: dict[str, Any]) -> str:
+    """A record condition's failed launches, with those that started and failed while measured said apart:
+    '3 (3 after serving requests)': a launch that served and then crashed did start."""
+    failed = int((c.get("launches") or {}).get("failed") or 0)
+    later = int((c.get("losses") or {}).get("failed_while_measured") or 0)
+    return f"{failed} ({later} after serving requests)" if later else str(failed)
+
+
 def covers(p: dict[str, Any]) -> str:
     """The population a prediction's verdict covers: ``this machine``, ``2 machines``; ``-`` for a record from
     before rules version 3, which did not say (its launches may have run on one machine or several)."""

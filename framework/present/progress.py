@@ -97,7 +97,7 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
     for c in record["conditions"]:
         mean = c["metric"].get("mean")
         no_data = c["launches"].get("without_data", 0)
-        failed = str(c["launches"]["failed"]) + (f" (+{no_data} served nothing)" if no_data else "")
+        failed = fmt.failed_launches(c) + (f" (+{no_data} served nothing)" if no_data else "")
         conds.add_row(escape(", ".join(f"{k}={v}" for k, v in c["levels"].items())), str(c["launches"]["ok"]),
                       failed, fmt.sig(mean))
     console.print(conds)

@@ -615,7 +615,7 @@ def summary_markdown(record: dict[str, Any]) -> str:
         mean = c["metric"].get("mean")
         mean_s = f"{mean:.4g} {c['metric'].get('name', '')}" if mean is not None else "-"
         lost = fmt.requests_lost(c.get("losses")) or "-"
-        lines.append(f"| {levels} | {c['launches']['ok']}/{c['launches']['failed']} | {mean_s} | {lost} |")
+        lines.append(f"| {levels} | {c['launches']['ok']}/{fmt.failed_launches(c)} | {mean_s} | {lost} |")
     stopping = record.get("analysis", {}).get("stopping", {})
     if stopping:
         lines += ["", f"stopping: {stopping.get('reason')}"]

@@ -31,3 +31,11 @@ def test_a_p_value_prints_the_same_in_the_report_and_the_sweep_summary() -> None
                          "predictions": [{**p, "p_adjusted": 0.0502, "adjusted_verdict": "supported"}]}]}
     md = to_markdown(summary)
     assert "| 0.0502 |" in md and "[1.200, inf]" in md
+
+
+def test_failed_launches_say_which_failed_after_serving() -> None:
+    from framework.present import format as fmt
+
+    assert fmt.failed_launches({"launches": {"failed": 3}, "losses": {"failed_while_measured": 3}}) == \
+        "3 (3 after serving requests)"
+    assert fmt.failed_launches({"launches": {"failed": 2}}) == "2"
