@@ -33,7 +33,7 @@ import numpy as np
 from framework.analysis.rows import ConditionData
 from framework.core.design import Condition
 from framework.core.machine import scope
-from framework.stats import anytime_machines, effects, variance
+from framework.stats import anytime_machines, effects, prediction, variance
 
 BOUNDARY = "not estimated (at the boundary: the machine-level variance estimate is 0, which is not 'no machine effect')"
 
@@ -122,10 +122,23 @@ def anytime_effect(data: dict[int, ConditionData], cells: list[Condition], weigh
                "one of them: the anytime analysis takes the machine as its unit and needs at least 2")
         return None, why, details
     eff = anytime_machines.MachineSequence(by)
-    details.update({"unit": "machine", "rounds": eff.rounds,
+    details.update({"unit": "machine", "rounds": eff.rounds, "machine_effects": eff.extra["machine_effects"],
                     "estimator": "machine means at each round: t on m - 1 df, round k at level a * 6/(pi^2 k^2)"})
     eff.extra["machine"] = details
     return eff, "", details
+
+
+def new_machine(machine_effects: dict[str, float], a: float) -> dict[str, Any]:
+    """The 1 - 2a prediction interval for the next machine's effect (framework.stats.prediction), for the record:
+    log and ratio scale, its degrees of freedom, whether it is useful and how many machines a useful one needs."""
+    pi = prediction.new_unit(list(machine_effects.values()), a)
+    out: dict[str, Any] = {"level": pi.level, "machines": pi.units, "df": pi.df, "useful": pi.useful,
+                           "machines_for_useful": pi.units_needed, "note": pi.note,
+                           "method": "mean +- t(m-1) s sqrt(1 + 1/m) on the machines' log contrasts"}
+    if pi.low is not None and pi.high is not None:
+        out.update({"log_interval": [pi.low, pi.high], "interval": [math.exp(pi.low), math.exp(pi.high)],
+                    "width_factor": pi.factor})
+    return out
 
 
 def level_variance(data: dict[int, ConditionData]) -> dict[str, Any]:

@@ -233,6 +233,9 @@ def comparison_result(h: Hypothesis, p: Any, rows: GroupedRows, flagged: dict[in
     det = dict(dec.details)
     if found_drift is not None:
         det["drift"] = found_drift
+    mach = det.get("machine") if isinstance(det.get("machine"), dict) else None
+    if mach and mach.get("machine_effects"):  # the next machine, beside the interval for these machines' mean
+        det["new_machine"] = machines.new_machine(mach["machine_effects"], a)
     if notes:
         det["caveats"] = notes
         reason += "; caveat: " + "; caveat: ".join(n["text"] for n in notes)

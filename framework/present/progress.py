@@ -127,6 +127,9 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
         console.print(escape(f"  population: {fmt.population(record)}"), highlight=False)
     for p in record["predictions"]:
         console.print(escape(f"  {p['id']}: {p['reason']}"), highlight=False)
+    for p in record["predictions"]:
+        if nxt := fmt.next_machine(p):
+            console.print(escape(f"  {p['id']}, the next machine: {nxt}"), highlight=False)
     if ext:
         console.print(f"[yellow]{escape(str(ext.get('note')))}[/yellow]", highlight=False)
 

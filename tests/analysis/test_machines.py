@@ -195,3 +195,22 @@ def test_a_version_3_anytime_record_over_machines_recomputes_under_version_3():
     today = rules.rules_for(4).analyze(h, rows, method="anytime").predictions[0]
     assert (again.verdict, again.ci, again.p_value) == (recorded.verdict, recorded.ci, recorded.p_value)
     assert today.ci != recorded.ci and today.details["unit"] == "machine"
+
+
+def test_a_verdict_over_machines_carries_the_next_machine():
+    h = two_cell()
+    rows = on_machines(simulate(h, {0: 100.0, 1: 110.0}, launches=6, seed=8), 3, sd_effect=0.05, seed=9)
+    p = analyze(h, rows, ruleset=RULESETS[4]).predictions[0]
+    nm = p.details["new_machine"]
+    d = list(p.details["machine"]["machine_effects"].values())
+    half = stats_t(0.95, 2) * float(np.std(d, ddof=1)) * math.sqrt(1 + 1 / 3)
+    assert nm["log_interval"] == pytest.approx([np.mean(d) - half, np.mean(d) + half])
+    assert nm["machines"] == 3 and nm["df"] == 2 and not nm["useful"] and nm["machines_for_useful"] == 8
+    one = analyze(h, on_machines(simulate(h, {0: 100.0, 1: 110.0}, launches=6, seed=8), 1), ruleset=RULESETS[4])
+    assert "new_machine" not in one.predictions[0].details
+
+
+def stats_t(q: float, df: int) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(q, df))

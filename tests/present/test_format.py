@@ -39,3 +39,14 @@ def test_failed_launches_say_which_failed_after_serving() -> None:
     assert fmt.failed_launches({"launches": {"failed": 3}, "losses": {"failed_while_measured": 3}}) == \
         "3 (3 after serving requests)"
     assert fmt.failed_launches({"launches": {"failed": 2}}) == "2"
+
+
+def test_the_next_machine_is_shown_for_a_record_over_machines_even_one_written_before_it() -> None:
+    from framework.present import format as fmt
+
+    v3 = {"id": "p", "details": {"one_sided_alpha": 0.05,
+                                 "machine": {"machine_effects": {"a": 2.1959, "b": 2.2026}}}}
+    text = fmt.next_machine(v3)
+    assert text is not None and text.startswith("90% prediction interval for one new machine [")
+    assert "(2 machines, 1 df)" in text and "a useful one needs 8 machines" in text
+    assert fmt.next_machine({"id": "q", "details": {"population": "this machine"}}) is None
