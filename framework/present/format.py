@@ -131,6 +131,19 @@ def next_machine(p: dict[str, Any]) -> str | None:
     return f"{head}: none ({where}): {nm['note']}"
 
 
+def capacity_line(cap: dict[str, Any]) -> str:
+    """One SLO-capacity entry of search.json in words, with its caveat when it has one (stats.capacity.thin_margin):
+    'SLO capacity along request_rate (ttft_p99_s <= 0.5): estimate 4, lower bound 4 (95%); caveat: thin margin: ...'."""
+    def load(x: Any) -> str:
+        return "none" if x is None else sig(x)
+
+    text = (f"SLO capacity along {cap.get('dimension')} ({cap.get('constraint')}): "
+            f"estimate {load(cap.get('estimate'))}, lower bound {load(cap.get('lower_bound'))} "
+            f"({percent(cap.get('coverage'), 0)})")
+    notes = [c["text"] for c in cap.get("caveats") or [] if c.get("text")]
+    return text + "".join(f"; caveat: {n}" for n in notes)
+
+
 def covers(p: dict[str, Any]) -> str:
     """The population a prediction's verdict covers: ``this machine``, ``2 machines``; ``-`` for a record from
     before rules version 3, which did not say (its launches may have run on one machine or several)."""
