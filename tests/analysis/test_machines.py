@@ -214,3 +214,33 @@ def stats_t(q: float, df: int) -> float:
     from scipy import stats
 
     return float(stats.t.ppf(q, df))
+
+
+def test_a_sequential_anytime_look_over_machines_uses_the_machine_sequence():
+    """sequential_look under anytime (every look at the full alpha) decides over machines on the machine-level
+    sequence too: its p-value is the union over rounds, min_k p_k / w_k, p_k the one-sample t test (scipy) against the
+    threshold log(1.05) of the machines' running-mean contrasts at round k."""
+    from scipy import stats
+
+    from framework.analysis import rows as rows_mod
+    from framework.analysis.verdicts import sequential_look
+    from framework.stats.anytime_machines import round_weight
+
+    h = two_cell()
+    rows = on_machines(simulate(h, {0: 100.0, 1: 150.0}, launches=8, seed=10), 4, sd_effect=0.02, seed=11)
+    analysis, stop, _ = sequential_look(h, rows, look=1, max_looks=4, method="anytime", ruleset=RULESETS[4])
+    p = analysis.predictions[0]
+    assert p.details["unit"] == "machine" and p.details["machines"] == 4 and p.details["rounds"] == 2
+    assert analysis.details["sequential"]["spending"] == "none (anytime-valid)"
+    assert p.verdict == "supported" and stop  # a 50% effect over 4 machines is decided at the first look
+    data = rows_mod.group_rows(h, rows, RULESETS[4]).data
+    per: dict[str, list[float]] = {}
+    for blk in range(8):  # block b ran on machine b mod 4; contrast = log(treat) - log(base)
+        t = [v for lid, v in zip(*data[1].logs(), strict=True) if lid.endswith(f"-r{blk}-a1")][0]
+        b = [v for lid, v in zip(*data[0].logs(), strict=True) if lid.endswith(f"-r{blk}-a1")][0]
+        per.setdefault(f"machine-{blk % 4}", []).append(t - b)
+    ps = []
+    for k in (1, 2):
+        x = [float(np.mean(v[:k])) for _, v in sorted(per.items())]
+        ps.append(stats.ttest_1samp(x, math.log(1.05), alternative="greater").pvalue / round_weight(k))  # min_effect
+    assert p.p_value == pytest.approx(min(1.0, *ps), rel=1e-9)
