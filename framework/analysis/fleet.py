@@ -153,6 +153,10 @@ def plan_machines(h: Hypothesis, *, means: dict[int, float], noise: dict[str, An
         elif machine_sd is None and nz.get("machines", 0) <= 3:
             note = (f"the machine-level sd comes from {nz.get('machines')} machines ({nz.get('machines', 1) - 1} df): "
                     "it is itself very uncertain")
+        if h.design.analysis == "anytime":  # rules version 4 decides anytime designs on the machine sequence
+            note = ("planned for the fixed-sample machine-means rule; under analysis: anytime the machine-level "
+                    "confidence sequence spends alpha over rounds (a * 6/(pi^2 k^2)) and needs more machines"
+                    + (f"; {note}" if note else ""))
         if m is None:
             note = (f"not reachable with {MAX_MACHINES} machines (power {pw:.2f})" + (f"; {note}" if note else ""))
         rows.append(FleetRow(p.id, p.kind, ratio, math.sqrt(var_g), math.sqrt(var_l), m, pw if m else None, note))

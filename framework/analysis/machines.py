@@ -33,7 +33,7 @@ import numpy as np
 from framework.analysis.rows import ConditionData
 from framework.core.design import Condition
 from framework.core.machine import scope
-from framework.stats import effects, variance
+from framework.stats import anytime_machines, effects, prediction, variance
 
 BOUNDARY = "not estimated (at the boundary: the machine-level variance estimate is 0, which is not 'no machine effect')"
 
@@ -99,6 +99,46 @@ def effect(data: dict[int, ConditionData], cells: list[Condition], weights: Sequ
     })
     eff = effects.TEffect(est, sd / math.sqrt(m), float(m - 1), "machine_means", extra={"machine": details})
     return eff, "", details
+
+
+def anytime_effect(data: dict[int, ConditionData], cells: list[Condition], weights: Sequence[float],
+                   exclude: frozenset[str] = frozenset()
+                   ) -> tuple[anytime_machines.MachineSequence | None, str, dict[str, Any]]:
+    """Under `analysis: anytime` (rules version 4, `anytime_machines`), the fleet's confidence sequence with the
+    machine as the unit (framework.stats.anytime_machines): (effect, '', details), or (None, why not, details)
+    when fewer than 2 machines completed a block of every cell."""
+    keyed = []
+    for c in cells:
+        d = data[c.index]
+        ids, logs = d.logs(exclude)
+        block = {r["launch_id"]: r.get("replicate", i) for i, r in enumerate(d.launch_rows)}
+        keyed.append({(d.machines.get(i, "unknown"), block[i]): v for i, v in zip(ids, logs, strict=True)})
+    by = anytime_machines.machine_block_contrasts(keyed, weights)
+    seen = sorted({mach for k in keyed for mach, _ in k})
+    details: dict[str, Any] = {"machines": len(seen), "machines_with_every_cell": len(by),
+                               "blocks_by_machine": {mach: len(v) for mach, v in sorted(by.items())}}
+    if len(by) < 2:
+        why = (f"the compared conditions ran on {len(seen)} machines, but only {len(by)} completed a block of every "
+               "one of them: the anytime analysis takes the machine as its unit and needs at least 2")
+        return None, why, details
+    eff = anytime_machines.MachineSequence(by)
+    details.update({"unit": "machine", "rounds": eff.rounds, "machine_effects": eff.extra["machine_effects"],
+                    "estimator": "machine means at each round: t on m - 1 df, round k at level a * 6/(pi^2 k^2)"})
+    eff.extra["machine"] = details
+    return eff, "", details
+
+
+def new_machine(machine_effects: dict[str, float], a: float) -> dict[str, Any]:
+    """The 1 - 2a prediction interval for the next machine's effect (framework.stats.prediction), for the record:
+    log and ratio scale, its degrees of freedom, whether it is useful and how many machines a useful one needs."""
+    pi = prediction.new_unit(list(machine_effects.values()), a)
+    out: dict[str, Any] = {"level": pi.level, "machines": pi.units, "df": pi.df, "useful": pi.useful,
+                           "machines_for_useful": pi.units_needed, "note": pi.note,
+                           "method": "mean +- t(m-1) s sqrt(1 + 1/m) on the machines' log contrasts"}
+    if pi.low is not None and pi.high is not None:
+        out.update({"log_interval": [pi.low, pi.high], "interval": [math.exp(pi.low), math.exp(pi.high)],
+                    "width_factor": pi.factor})
+    return out
 
 
 def level_variance(data: dict[int, ConditionData]) -> dict[str, Any]:

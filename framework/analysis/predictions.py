@@ -26,7 +26,7 @@ from framework.core.machine import UNKNOWN as UNKNOWN_MACHINE
 from framework.core.machine import scope
 from framework.core.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
 from framework.core.vocabulary import ANALYSIS_METHODS
-from framework.stats import anytime, decisions, effects, shape
+from framework.stats import anytime, anytime_machines, decisions, effects, shape
 
 METHODS = ANALYSIS_METHODS
 BOOTSTRAP_RESAMPLES = 4000
@@ -150,14 +150,19 @@ def decide(h: Hypothesis, p: Any, data: dict[int, ConditionData], conds: list[Co
 
 
 def _fleet(data: dict[int, ConditionData], cells: list[Condition], weights: list[int], exclude: frozenset[str],
-           method: str, ruleset: RuleSet) -> effects.TEffect | decisions.Decision | None:
+           method: str, ruleset: RuleSet
+           ) -> effects.TEffect | anytime_machines.MachineSequence | decisions.Decision | None:
     """Under rules version 3, the machine-level effect of cells whose launches ran on two or more machines
     (framework.analysis.machines), or an inconclusive decision when the machine and the condition are
     confounded; None when the launches ran on one machine (or under anytime: its block contrasts are
-    taken as they come), so the analysis is exactly the one-machine one."""
-    if not ruleset.machine_effect or method == "anytime" or len(machines.machines_of(data, cells, exclude)) < 2:
+    taken as they come, unless rules version 4's `anytime_machines` takes the machine as the unit there too),
+    so the analysis is exactly the one-machine one."""
+    if not ruleset.machine_effect or len(machines.machines_of(data, cells, exclude)) < 2:
         return None
-    eff, why, details = machines.effect(data, cells, weights, exclude)
+    if method == "anytime" and not ruleset.anytime_machines:  # rules version 3: block contrasts as they come
+        return None
+    find = machines.anytime_effect if method == "anytime" else machines.effect
+    eff, why, details = find(data, cells, weights, exclude)
     if eff is None:
         return decisions.Decision("inconclusive", why, details={"machine": details})
     return eff
@@ -187,8 +192,9 @@ def decide_launches(p: Launches, data: dict[int, ConditionData], conds: list[Con
             err = r.get("error")
             if r.get("ok") and not ok:
                 err = "started but served no request"
+            after = d.served_requests.get(r["launch_id"], 0) if r.get("failed_while_measured") else None
             outcomes.append(decisions.LaunchOutcome(r["launch_id"], ok, err, tuple(r.get("log_tail") or ()),
-                                                    r.get("failure_class"), r.get("replicate", i)))
+                                                    r.get("failure_class"), r.get("replicate", i), after))
     if a is not None:
         outcomes.sort(key=lambda o: (str(type(o.block)), o.block))  # stable: conditions stay in order
     return decisions.launches(outcomes, p.expect, p.match, p.failure_class, rate=p.rate, a=a)
@@ -227,6 +233,9 @@ def comparison_result(h: Hypothesis, p: Any, rows: GroupedRows, flagged: dict[in
     det = dict(dec.details)
     if found_drift is not None:
         det["drift"] = found_drift
+    mach = det.get("machine") if isinstance(det.get("machine"), dict) else None
+    if mach and mach.get("machine_effects"):  # the next machine, beside the interval for these machines' mean
+        det["new_machine"] = machines.new_machine(mach["machine_effects"], a)
     if notes:
         det["caveats"] = notes
         reason += "; caveat: " + "; caveat: ".join(n["text"] for n in notes)
@@ -235,7 +244,7 @@ def comparison_result(h: Hypothesis, p: Any, rows: GroupedRows, flagged: dict[in
     if ruleset.machine_effect:  # the population the verdict covers (framework.analysis.machines)
         on = machines.machines_of(data, cells)
         det["population"] = scope(len(on))
-        if len(on) > 1 and method == "anytime":
+        if len(on) > 1 and method == "anytime" and not ruleset.anytime_machines:
             det["population"] += " (the anytime block contrasts do not model the machine)"
     lost = _loss_note(data, cells)
     if lost and not reason.startswith("condition "):

@@ -51,6 +51,7 @@ class ConditionData:
     unmeasured_why: dict[str, int] = field(default_factory=dict)  # their reasons, counted
     ratios: dict[str, list[tuple[float, float]]] | None = None  # per launch, (numerator, denominator) per value
     machines: dict[str, str] = field(default_factory=dict)  # launch id -> machine id (framework.core.machine)
+    served_requests: dict[str, int] = field(default_factory=dict)  # launch id -> its ok requests (warm-up included)
 
     def means(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
         """Ids and metric values of the ok launches that measured something, apart from `exclude`.
@@ -199,6 +200,7 @@ def collect(h: Hypothesis, distinct: list[dict[str, Any]], rules: RuleSet | None
         d = data[c]
         lid = r["launch_id"]
         d.served[lid] = d.served.get(lid, False) or bool(r.get("ok"))
+        d.served_requests[lid] = d.served_requests.get(lid, 0) + bool(r.get("ok"))
         if not r.get("warmup"):
             d.measured += 1
             d.censored += 0 if r.get("ok") else 1

@@ -51,6 +51,10 @@ class RuleSet:
     # (core.metrics.WINDOW_EDGE_S): a request or token at the window's start, such as a closed loop's warm-up
     # request whose successor opens the window, is outside however its timestamps were rounded.
     window_edge: bool = False
+    # Under `analysis: anytime`, a comparison whose launches ran on two or more machines is decided on a
+    # confidence sequence with the machine as the unit (machine means at each round of blocks, t on m - 1 df,
+    # round k at a * 6/(pi^2 k^2); framework.stats.anytime_machines), not on the pooled block contrasts.
+    anytime_machines: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
@@ -60,7 +64,7 @@ _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "
 _V3 = {**_V2, "machine_effect": True, "client_marks": True}
 
 # version 4 (framework 0.3.0): version 3 plus the switches CHANGELOG.md lists under rules version 4
-_V4 = {**_V3, "window_edge": True}
+_V4 = {**_V3, "window_edge": True, "anytime_machines": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),

@@ -94,6 +94,56 @@ def requests_lost(loss: dict[str, Any] | None) -> str | None:
     return f"{loss['requests_lost']} of {loss['requests']} measured requests ({share:.0%}): " + ", ".join(parts)
 
 
+def failed_launches(c: dict[str, Any]) -> str:
+    """A record condition's failed launches, with those that started and failed while measured said apart:
+    '3 (3 after serving requests)': a launch that served and then crashed did start."""
+    failed = int((c.get("launches") or {}).get("failed") or 0)
+    later = int((c.get("losses") or {}).get("failed_while_measured") or 0)
+    return f"{failed} ({later} after serving requests)" if later else str(failed)
+
+
+def new_machine(p: dict[str, Any]) -> dict[str, Any] | None:
+    """A prediction's interval for the next machine: the record's `details.new_machine`, or, for a record over
+    machines written before it (rules version 3), computed from the record's own per-machine contrasts at the
+    record's level (framework.analysis.machines.new_machine); None when the verdict is not over machines."""
+    from framework.analysis.machines import new_machine as compute
+
+    det = p.get("details") or {}
+    if isinstance(det.get("new_machine"), dict):
+        return det["new_machine"]
+    effects = (det.get("machine") or {}).get("machine_effects") if isinstance(det.get("machine"), dict) else None
+    a = det.get("one_sided_alpha")
+    if not effects or not isinstance(a, (int, float)):
+        return None
+    return {**compute(effects, float(a)), "rendered": "computed from the record's per-machine contrasts"}
+
+
+def next_machine(p: dict[str, Any]) -> str | None:
+    """The next machine's interval in words: '90% prediction interval for one new machine [8.700, 9.345] (2
+    machines, 1 df): not useful: ...'; None when the verdict is not over machines."""
+    nm = new_machine(p)
+    if nm is None:
+        return None
+    head = f"{nm['level']:.0%} prediction interval for one new machine"
+    where = f"{nm['machines']} machines, {nm['df']} df"
+    if nm.get("interval"):
+        return f"{head} {ci(nm['interval'])} ({where}): {nm['note']}"
+    return f"{head}: none ({where}): {nm['note']}"
+
+
+def capacity_line(cap: dict[str, Any]) -> str:
+    """One SLO-capacity entry of search.json in words, with its caveat when it has one (stats.capacity.thin_margin):
+    'SLO capacity along request_rate (ttft_p99_s <= 0.5): estimate 4, lower bound 4 (95%); caveat: thin margin: ...'."""
+    def load(x: Any) -> str:
+        return "none" if x is None else sig(x)
+
+    text = (f"SLO capacity along {cap.get('dimension')} ({cap.get('constraint')}): "
+            f"estimate {load(cap.get('estimate'))}, lower bound {load(cap.get('lower_bound'))} "
+            f"({percent(cap.get('coverage'), 0)})")
+    notes = [c["text"] for c in cap.get("caveats") or [] if c.get("text")]
+    return text + "".join(f"; caveat: {n}" for n in notes)
+
+
 def covers(p: dict[str, Any]) -> str:
     """The population a prediction's verdict covers: ``this machine``, ``2 machines``; ``-`` for a record from
     before rules version 3, which did not say (its launches may have run on one machine or several)."""

@@ -97,7 +97,7 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
     for c in record["conditions"]:
         mean = c["metric"].get("mean")
         no_data = c["launches"].get("without_data", 0)
-        failed = str(c["launches"]["failed"]) + (f" (+{no_data} served nothing)" if no_data else "")
+        failed = fmt.failed_launches(c) + (f" (+{no_data} served nothing)" if no_data else "")
         conds.add_row(escape(", ".join(f"{k}={v}" for k, v in c["levels"].items())), str(c["launches"]["ok"]),
                       failed, fmt.sig(mean))
     console.print(conds)
@@ -127,6 +127,9 @@ def print_verdict_table(console: Console, record: dict[str, Any]) -> None:
         console.print(escape(f"  population: {fmt.population(record)}"), highlight=False)
     for p in record["predictions"]:
         console.print(escape(f"  {p['id']}: {p['reason']}"), highlight=False)
+    for p in record["predictions"]:
+        if nxt := fmt.next_machine(p):
+            console.print(escape(f"  {p['id']}, the next machine: {nxt}"), highlight=False)
     if ext:
         console.print(f"[yellow]{escape(str(ext.get('note')))}[/yellow]", highlight=False)
 

@@ -377,6 +377,10 @@ def record_blocks(record: dict[str, Any], rows: list[dict[str, Any]] | None, pre
          fmt.num(p.get("estimate")), fmt.ci(p.get("ci")), fmt.covers(p),
          fmt.p_value(p.get("p_value")), crit[p["id"]].text if p.get("id") in crit else "-", str(p.get("reason", ""))]
         for p in record.get("predictions") or []]))
+    nxt = [(p, text) for p in record.get("predictions") or [] if (text := fmt.next_machine(p))]
+    if nxt:
+        blocks.append(Table(["prediction", "the next machine (beside the interval for these machines' mean)"],
+                            [[str(p.get("id")), text] for p, text in nxt]))
     forest = forest_plot(record)
     if forest:
         blocks.append(Figure(f"{prefix}forest", forest,
@@ -609,13 +613,17 @@ def summary_markdown(record: dict[str, Any]) -> str:
         pv = f"{p['p_value']:.2g}" if p.get("p_value") is not None else "-"
         verdict = " — ".join([p["verdict"], *(p.get("marks") or [])])
         lines.append(f"| {p['id']} | {p['kind']} | {est} | {ci} | {pv} | {fmt.covers(p)} | {verdict} | {p['reason']} |")
+    nxt = [(p, text) for p in record["predictions"] if (text := fmt.next_machine(p))]
+    if nxt:
+        lines += ["", "| prediction | the next machine (beside the interval for these machines' mean) |", "|---|---|"]
+        lines += [f"| {p['id']} | {text} |" for p, text in nxt]
     lines += ["", "| condition | launches ok/failed | mean | requests lost |", "|---|---|---|---|"]
     for c in record["conditions"]:
         levels = ", ".join(f"{k}={v}" for k, v in c["levels"].items())
         mean = c["metric"].get("mean")
         mean_s = f"{mean:.4g} {c['metric'].get('name', '')}" if mean is not None else "-"
         lost = fmt.requests_lost(c.get("losses")) or "-"
-        lines.append(f"| {levels} | {c['launches']['ok']}/{c['launches']['failed']} | {mean_s} | {lost} |")
+        lines.append(f"| {levels} | {c['launches']['ok']}/{fmt.failed_launches(c)} | {mean_s} | {lost} |")
     stopping = record.get("analysis", {}).get("stopping", {})
     if stopping:
         lines += ["", f"stopping: {stopping.get('reason')}"]

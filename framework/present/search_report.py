@@ -20,6 +20,7 @@ from framework.present.report import (
     Figure,
     Heading,
     Para,
+    Pre,
     Table,
     _plt,
     _png,
@@ -117,6 +118,9 @@ def search_blocks(summary: dict[str, Any], confirmation: dict[str, Any] | None,
             ["naive (ignores the selection)", fmt.num(est.get("naive"), 4), fmt.ci(est.get("naive_ci"))],
             ["selection-corrected (conditional, AKM)", fmt.num(est.get("corrected"), 4),
              fmt.ci(est.get("corrected_ci"))]]))
+    if summary.get("capacity"):
+        blocks.append(Heading(2, "SLO capacity"))
+        blocks.append(Pre("\n".join(fmt.capacity_line(c) for c in summary["capacity"])))
     blocks.append(Heading(2, "Candidates"))
     blocks.append(Table(["candidate", "launches", "failed", "mean", "feasible"], [
         [fmt.levels(c["point"]), str(len(c.get("launch_ids") or [])), str(c.get("failed")),

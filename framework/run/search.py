@@ -42,6 +42,7 @@ from framework.core.trials import Trials
 from framework.errors import NoWinner, StorageError
 from framework.execution.backends import BackendSettings
 from framework.execution.launcher import install_signal_handlers
+from framework.present import format as fmt
 from framework.present.format import sig
 from framework.present.progress import RunProgress, make_console
 from framework.records import environment, ledger, registration
@@ -508,6 +509,8 @@ def _print_summary(console: Console, summary: dict[str, Any]) -> None:
             f"[{sig(est['naive_ci'][0])}, {sig(est['naive_ci'][1])}], selection-corrected {sig(est['corrected'])} "
             f"[{sig(est['corrected_ci'][0])}, {sig(est['corrected_ci'][1])}] (winner's curse; {est['n_candidates']} "
             f"candidates)"), highlight=False)
+    for cap in summary.get("capacity") or []:
+        console.print(escape(f"  {fmt.capacity_line(cap)}"), highlight=False)
 
 
 def _print_confirmation(console: Console, summary: dict[str, Any], record: dict[str, Any]) -> None:

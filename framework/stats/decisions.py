@@ -159,6 +159,19 @@ class LaunchOutcome:
     log_tail: Sequence[str] = ()
     failure_class: str | None = None  # framework.execution.failures' class of a failed launch
     block: Any = None  # the launch's block (replicate): the anytime rule looks at block ends
+    served_before_failing: int | None = None  # it started, served this many requests, then failed (None: it did not)
+
+
+def _started_facts(outcomes: Sequence[LaunchOutcome], k: int, n: int) -> str:
+    """'k/n launches started', or, when some of the others started and failed later, what they served first:
+    a launch that served requests and then crashed did start ("failed after it served N requests")."""
+    later = [o.served_before_failing for o in outcomes if not o.ok and o.served_before_failing is not None]
+    if not later:
+        return f"{k}/{n} launches started"
+    served = ", ".join(str(x) for x in later[:-1]) + (" and " if len(later) > 1 else "") + str(later[-1])
+    noun = "request" if later == [1] else "requests"
+    who = "1 failed after it served" if len(later) == 1 else f"{len(later)} failed after they served"
+    return f"{k + len(later)}/{n} launches started, {k} served their workload; {who} {served} {noun}"
 
 
 def _failure_line(o: LaunchOutcome, pattern: re.Pattern[str] | None) -> str | None:
@@ -216,10 +229,10 @@ def launches(outcomes: Sequence[LaunchOutcome], expect: Literal["starts", "fails
     details = {"launches": n, "matched": k, "expect": expect, "match": match, "failure_class": failure_class,
                "captured": captured, "other_failure": other}
     what = "failed" + (f" as {failure_class}" if failure_class else "") + (f" matching {match!r}" if match else "")
-    started = sum(o.ok for o in outcomes)
+    started = sum(o.ok or o.served_before_failing is not None for o in outcomes)
     if a is not None:
         if expect == "starts":
-            facts = f"{k}/{n} launches started" + (f"; failed: {_quote(other)}" if k < n else "")
+            facts = _started_facts(outcomes, k, n) + (f"; failed: {_quote(other)}" if k < n else "")
         else:
             facts = (f"{k}/{n} launches {what}" + (f": {_quote(captured)}" if k else f" ({started} started)")
                      + (f"; other failure: {_quote(other)}" if other else ""))
@@ -229,8 +242,9 @@ def launches(outcomes: Sequence[LaunchOutcome], expect: Literal["starts", "fails
             return Decision("supported", f"all {n} launch(es) started", float(k / n), None, None, details)
         msg = f"failed: {_quote(other)}"
         if k == 0:
-            return Decision("refuted", f"0/{n} launches started; {msg}", 0.0, None, None, details)
-        return Decision("inconclusive", f"flaky: {k}/{n} launches started; {msg}", float(k / n), None, None, details)
+            return Decision("refuted", f"{_started_facts(outcomes, k, n)}; {msg}", 0.0, None, None, details)
+        return Decision("inconclusive", f"flaky: {_started_facts(outcomes, k, n)}; {msg}", float(k / n), None, None,
+                        details)
     if k == n:
         return Decision("supported", f"all {n} launch(es) {what}: {_quote(captured)}", 1.0, None, None, details)
     tail = f"; other failure: {_quote(other)}" if other else ""

@@ -56,3 +56,16 @@ def test_a_one_machine_pilot_cannot_plan_a_fleet_without_an_assumption():
                                      machine_sd=0.05)
     assert assumed.machines is not None and assumed.machines >= 2
     assert fleet.launches_per_machine(h, rows) == 3
+
+
+def test_an_anytime_design_is_told_that_its_fleet_plan_is_for_the_fixed_sample_rule():
+    h = two_cell()
+    anytime = h.model_copy(update={"design": h.design.model_copy(update={"analysis": "anytime"})})
+    rows = _rows({("a", 0): [100, 102, 98], ("a", 1): [120, 123, 118]})
+    noise = fleet.pilot_noise(anytime, rows)
+    (row,) = fleet.plan_machines(anytime, means={0: 100.0, 1: 120.0}, noise=noise, n=3, power=0.9, alpha=0.05,
+                                 machine_sd=0.05)
+    assert "under analysis: anytime the machine-level confidence sequence" in row.note
+    (fixed,) = fleet.plan_machines(h, means={0: 100.0, 1: 120.0}, noise=noise, n=3, power=0.9, alpha=0.05,
+                                   machine_sd=0.05)
+    assert "anytime" not in fixed.note and fixed.machines == row.machines

@@ -154,3 +154,93 @@ def test_machine_means_match_a_mixed_model_on_a_balanced_fleet():
     assert p.details["log_estimate"] == pytest.approx(fit.fe_params["treat"], abs=1e-6)
     assert p.details["se"] == pytest.approx(fit.bse_fe["treat"], rel=0.1)
     assert p.details["df"] == 7
+
+
+def test_anytime_over_machines_takes_the_machine_as_the_unit_under_version_4():
+    """Rules version 4 (`anytime_machines`): the anytime analysis of launches on 2 machines decides on the
+    machine-level confidence sequence; version 3 keeps the pooled block contrasts and says so."""
+    h = two_cell()
+    rows = on_machines(simulate(h, {0: 100.0, 1: 100.0}, launches=8, seed=4), 2, sd_effect=0.1, seed=5)
+    v3 = analyze(h, rows, method="anytime", ruleset=RULESETS[3]).predictions[0]
+    v4 = analyze(h, rows, method="anytime", ruleset=RULESETS[4]).predictions[0]
+    assert "(the anytime block contrasts do not model the machine)" in v3.details["population"]
+    assert "unit" not in v3.details and v3.details["blocks"] == 8
+    assert v4.details["population"] == "2 machines"
+    assert v4.details["unit"] == "machine" and v4.details["machines"] == 2 and v4.details["rounds"] == 4
+    assert v4.details["df"] == 1
+    # the machine-level sequence is far wider than the pooled one (1 df, union over rounds)
+    assert math.log(v4.ci[1] / v4.ci[0]) > 3 * math.log(v3.ci[1] / v3.ci[0])
+    # conditions on different machines: confounded, inconclusive
+    apart = on_machines(simulate(h, {0: 100.0, 1: 100.0}, launches=8, seed=4), 2, by_condition=True)
+    p = analyze(h, apart, method="anytime", ruleset=RULESETS[4]).predictions[0]
+    assert p.verdict == "inconclusive" and "only 0 completed a block of every one" in p.reason
+
+
+def test_anytime_on_one_machine_is_unchanged_by_version_4():
+    h = two_cell()
+    rows = on_machines(simulate(h, {0: 100.0, 1: 106.0}, launches=6, seed=6), 1)
+    v3 = analyze(h, rows, method="anytime", ruleset=RULESETS[3]).predictions[0]
+    v4 = analyze(h, rows, method="anytime", ruleset=RULESETS[4]).predictions[0]
+    assert (v4.verdict, v4.estimate, v4.ci, v4.p_value) == (v3.verdict, v3.estimate, v3.ci, v3.p_value)
+
+
+def test_a_version_3_anytime_record_over_machines_recomputes_under_version_3():
+    """What audit does: a record's own version recomputes it; today's (v4) differs on the same rows."""
+    from framework.analysis import rules
+
+    h = two_cell()
+    rows = on_machines(simulate(h, {0: 100.0, 1: 100.0}, launches=8, seed=4), 2, sd_effect=0.1, seed=5)
+    recorded = analyze(h, rows, method="anytime", ruleset=RULESETS[3]).predictions[0]
+    again = rules.rules_for(3).analyze(h, rows, method="anytime").predictions[0]
+    today = rules.rules_for(4).analyze(h, rows, method="anytime").predictions[0]
+    assert (again.verdict, again.ci, again.p_value) == (recorded.verdict, recorded.ci, recorded.p_value)
+    assert today.ci != recorded.ci and today.details["unit"] == "machine"
+
+
+def test_a_verdict_over_machines_carries_the_next_machine():
+    h = two_cell()
+    rows = on_machines(simulate(h, {0: 100.0, 1: 110.0}, launches=6, seed=8), 3, sd_effect=0.05, seed=9)
+    p = analyze(h, rows, ruleset=RULESETS[4]).predictions[0]
+    nm = p.details["new_machine"]
+    d = list(p.details["machine"]["machine_effects"].values())
+    half = stats_t(0.95, 2) * float(np.std(d, ddof=1)) * math.sqrt(1 + 1 / 3)
+    assert nm["log_interval"] == pytest.approx([np.mean(d) - half, np.mean(d) + half])
+    assert nm["machines"] == 3 and nm["df"] == 2 and not nm["useful"] and nm["machines_for_useful"] == 8
+    one = analyze(h, on_machines(simulate(h, {0: 100.0, 1: 110.0}, launches=6, seed=8), 1), ruleset=RULESETS[4])
+    assert "new_machine" not in one.predictions[0].details
+
+
+def stats_t(q: float, df: int) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(q, df))
+
+
+def test_a_sequential_anytime_look_over_machines_uses_the_machine_sequence():
+    """sequential_look under anytime (every look at the full alpha) decides over machines on the machine-level
+    sequence too: its p-value is the union over rounds, min_k p_k / w_k, p_k the one-sample t test (scipy) against the
+    threshold log(1.05) of the machines' running-mean contrasts at round k."""
+    from scipy import stats
+
+    from framework.analysis import rows as rows_mod
+    from framework.analysis.verdicts import sequential_look
+    from framework.stats.anytime_machines import round_weight
+
+    h = two_cell()
+    rows = on_machines(simulate(h, {0: 100.0, 1: 150.0}, launches=8, seed=10), 4, sd_effect=0.02, seed=11)
+    analysis, stop, _ = sequential_look(h, rows, look=1, max_looks=4, method="anytime", ruleset=RULESETS[4])
+    p = analysis.predictions[0]
+    assert p.details["unit"] == "machine" and p.details["machines"] == 4 and p.details["rounds"] == 2
+    assert analysis.details["sequential"]["spending"] == "none (anytime-valid)"
+    assert p.verdict == "supported" and stop  # a 50% effect over 4 machines is decided at the first look
+    data = rows_mod.group_rows(h, rows, RULESETS[4]).data
+    per: dict[str, list[float]] = {}
+    for blk in range(8):  # block b ran on machine b mod 4; contrast = log(treat) - log(base)
+        t = [v for lid, v in zip(*data[1].logs(), strict=True) if lid.endswith(f"-r{blk}-a1")][0]
+        b = [v for lid, v in zip(*data[0].logs(), strict=True) if lid.endswith(f"-r{blk}-a1")][0]
+        per.setdefault(f"machine-{blk % 4}", []).append(t - b)
+    ps = []
+    for k in (1, 2):
+        x = [float(np.mean(v[:k])) for _, v in sorted(per.items())]
+        ps.append(stats.ttest_1samp(x, math.log(1.05), alternative="greater").pvalue / round_weight(k))  # min_effect
+    assert p.p_value == pytest.approx(min(1.0, *ps), rel=1e-9)

@@ -142,4 +142,10 @@ def test_a_server_that_dies_after_ready_fails_its_launches(run):
     assert c["launches"]["ok"] == 0 and c["launches"]["failed"] == len(ends)
     starts = run.prediction("dies_starts")
     assert starts["verdict"] == "refuted" and "crash_after_ready" in starts["reason"], starts
+    # they started and served requests before the crash: said so, not "0/3 launches started" (issue 33)
+    assert "0/3 launches started" not in starts["reason"], starts
+    n = len([r for r in run.rows_of("request", "dies") if r["ok"]]) // len(ends)
+    assert f"3/3 launches started, 0 served their workload; 3 failed after they served {n}, {n} and {n} requests" \
+        in starts["reason"], starts
+    assert "3 (3 after serving requests)" in run.out.stdout
     assert run.prediction("same_speed_dies")["verdict"] == "inconclusive"

@@ -31,3 +31,33 @@ def test_a_p_value_prints_the_same_in_the_report_and_the_sweep_summary() -> None
                          "predictions": [{**p, "p_adjusted": 0.0502, "adjusted_verdict": "supported"}]}]}
     md = to_markdown(summary)
     assert "| 0.0502 |" in md and "[1.200, inf]" in md
+
+
+def test_failed_launches_say_which_failed_after_serving() -> None:
+    from framework.present import format as fmt
+
+    assert fmt.failed_launches({"launches": {"failed": 3}, "losses": {"failed_while_measured": 3}}) == \
+        "3 (3 after serving requests)"
+    assert fmt.failed_launches({"launches": {"failed": 2}}) == "2"
+
+
+def test_the_next_machine_is_shown_for_a_record_over_machines_even_one_written_before_it() -> None:
+    from framework.present import format as fmt
+
+    v3 = {"id": "p", "details": {"one_sided_alpha": 0.05,
+                                 "machine": {"machine_effects": {"a": 2.1959, "b": 2.2026}}}}
+    text = fmt.next_machine(v3)
+    assert text is not None and text.startswith("90% prediction interval for one new machine [")
+    assert "(2 machines, 1 df)" in text and "a useful one needs 8 machines" in text
+    assert fmt.next_machine({"id": "q", "details": {"population": "this machine"}}) is None
+
+
+def test_a_capacity_line_carries_its_caveat_only_when_it_has_one() -> None:
+    from framework.present import format as fmt
+
+    cap = {"dimension": "request_rate", "constraint": "ttft_p99_s <= 0.5", "estimate": 4.0, "lower_bound": 4.0,
+           "coverage": 0.95, "caveats": []}
+    assert fmt.capacity_line(cap) == ("SLO capacity along request_rate (ttft_p99_s <= 0.5): estimate 4, "
+                                      "lower bound 4 (95%)")
+    thin = {**cap, "caveats": [{"kind": "thin_margin", "text": "thin margin: load 4, ..."}]}
+    assert fmt.capacity_line(thin).endswith("(95%); caveat: thin margin: load 4, ...")

@@ -111,3 +111,18 @@ def test_forest_plot_without_thresholds_still_renders() -> None:
     png = report.forest_plot(rec)
     assert png is not None and png.startswith(PNG_MAGIC)
     assert report.forest_plot({**rec, "predictions": rec["predictions"][1:]}) is None
+
+
+def test_the_committed_two_machine_gpu_record_shows_the_next_machine_and_why_it_is_not_useful() -> None:
+    """docs/results/gpu's gpu_cuda_graphs record over 2 H200s (rules version 3, before the field existed): its
+    summary shows the new-machine interval computed from the record's own per-machine contrasts."""
+    import json
+    from pathlib import Path
+
+    from framework.present.report import summary_markdown
+
+    run = Path(__file__).resolve().parents[2] / "docs" / "results" / "gpu" / "runs" / "gpu_cuda_graphs_2m"
+    text = summary_markdown(json.loads((run / "verdict.json").read_text(encoding="utf-8")))
+    line = next(ln for ln in text.splitlines() if ln.startswith("| speeds_up_batch1 | 90% prediction interval"))
+    assert "[8.696, 9.353] (2 machines, 1 df): not useful" in line and "a useful one needs 8 machines" in line
+    assert (run / "summary.md").read_text(encoding="utf-8") == text  # the committed summary is this rendering

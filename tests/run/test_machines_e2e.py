@@ -51,6 +51,13 @@ def test_two_machines_one_after_another_make_one_record(workdir: Path) -> None:
     assert records[0]["population"]["scope"] == "this machine"  # slot 0's own record: only machine A's launches
     helps = {p["id"]: p for p in record["predictions"]}["helps_eagle3"]
     assert helps["details"]["population"] == "2 machines" and helps["details"]["df"] == 1
+    # the next machine beside the interval for these two machines' mean, and why it is not useful (issue 33)
+    nm = helps["details"]["new_machine"]
+    assert nm["df"] == 1 and nm["machines"] == 2 and not nm["useful"] and nm["machines_for_useful"] == 8
+    assert "helps_eagle3, the next machine: 90% prediction interval for one new machine" in merged.stdout
+    summary = (workdir / "merged" / "summary.md").read_text(encoding="utf-8")
+    assert "| helps_eagle3 | 90% prediction interval for one new machine [" in summary
+    assert "1 degree of freedom" in summary and "a useful one needs 8 machines" in summary
     # the same rows read without the machine (rules version 2) give a narrower interval than the fleet's
     old = {p.id: p for p in audit.recompute(record, rows, 2).predictions}["helps_eagle3"]
     assert math.log(helps["ci"][1] / helps["ci"][0]) > math.log(old.ci[1] / old.ci[0])

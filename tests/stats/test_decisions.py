@@ -151,3 +151,20 @@ def test_launches_count_rule_is_unchanged_without_anytime():
     dec = decisions.launches(_blocks([True] * 2), "starts", None)
     assert dec.verdict == "supported" and dec.p_value is None and dec.ci is None
     assert dec.reason == "all 2 launch(es) started"
+
+
+def test_a_launch_that_served_requests_and_then_crashed_is_not_said_to_have_not_started():
+    crash = "crash_after_ready: server exited with code 1 while being measured: boom"
+    three = [decisions.LaunchOutcome(f"l{i}", False, crash, (), "crash_after_ready", i, served) for i, served
+             in enumerate((4, 4, 2))]
+    dec = decisions.launches(three, "starts", None)
+    assert dec.verdict == "refuted"
+    assert "0/3 launches started" not in dec.reason
+    assert dec.reason.startswith("3/3 launches started, 0 served their workload; 3 failed after they served "
+                                 "4, 4 and 2 requests")
+    one = [decisions.LaunchOutcome("a", True), decisions.LaunchOutcome("b", False, crash, (), None, 1, 1),
+           decisions.LaunchOutcome("c", False, "bad_flag: x", (), "bad_flag", 2)]
+    flaky = decisions.launches(one, "starts", None)
+    assert "2/3 launches started, 1 served their workload; 1 failed after it served 1 request" in flaky.reason
+    fails = decisions.launches(three, "fails", "nothing like this")
+    assert "(3 started)" in fails.reason

@@ -30,7 +30,7 @@ import torch  # noqa: E402
 import uvicorn  # noqa: E402
 
 from framework.servers.api.server import Metrics, ServerState, build_request_models, create_app  # noqa: E402
-from framework.servers.gpu import comm, hardware, shapes  # noqa: E402
+from framework.servers.gpu import build, comm, hardware, shapes  # noqa: E402
 from framework.servers.gpu.args import GpuServerArgs, parse_server_args  # noqa: E402
 from framework.servers.gpu.engine import Driver, GpuEngine, SpecConfig, worker_loop  # noqa: E402
 from framework.servers.gpu.executor import Executor, graph_batch_sizes  # noqa: E402
@@ -167,6 +167,8 @@ def backend_info(args: GpuServerArgs, spec: SpecConfig | None, device: torch.dev
             "decode_path": "fused" if fused_decode(args, device.type) else "reference",
             "torch_compile_mode": args.torch_compile_mode if fused_decode(args, device.type) else None,
             "batch1_gemv": args.batch1_gemv if fused_decode(args, device.type) else None,
+            # what the build chose (autotune, Inductor's switches, the cache's autotune digest: servers/gpu/build.py)
+            "build": build.facts(args.torch_compile_mode, args.batch1_gemv, fused_decode(args, device.type)),
             "overlap_schedule": (not args.disable_overlap_schedule and args.tp_size == 1
                                  and args.speculative_algorithm is None),
             "speculative_acceptance": "declared" if spec else None,
@@ -188,6 +190,10 @@ async def _serve(state: ServerState, server: uvicorn.Server, engine: GpuEngine,
     loop = asyncio.get_running_loop()
 
     def ready() -> None:
+        try:  # the kernels the compile chose, once they are compiled (servers/gpu/build.py)
+            state.backend_info["gpu_server"]["build"].update(build.after_warmup(getattr(engine.driver, "ex", None)))
+        except Exception as exc:  # noqa: BLE001 - a fact that cannot be read is recorded as such, never fatal
+            state.backend_info["gpu_server"]["build"]["compile_cache"] = {"error": str(exc)[:200]}
         state.ready = True
         log.info(f"INFO:     Uvicorn running on http://{state.args.host}:{server.config.port} (Press CTRL+C to quit)")
         log.info("The server is fired up and ready to roll!")
