@@ -331,7 +331,8 @@ def merge_health(raws: list[dict[str, Any]], measured: list[dict[str, Any]], t_o
     cpu = None if busiest.get("cpu") is None else {**busiest["cpu"], "per_worker": [h.get("cpu") for h in healths]}
     return {**merged, "cpu": cpu, "events_per_read": most_reads.get("events_per_read"), "bias": bias,
             "saturated": any(h.get("saturated") for h in healths), "bottleneck": bool(reasons), "reasons": reasons,
-            "clock_origin_s": t_origin, "workers": len(raws)}
+            "clock_origin_s": t_origin, "workers": len(raws),
+            "connection_retries": sum(int(h.get("connection_retries") or 0) for h in healths)}
 
 
 def stop_workers(procs: list[Any], grace_s: float = STOP_GRACE_S) -> None:
