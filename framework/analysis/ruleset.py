@@ -47,6 +47,11 @@ class RuleSet:
     # rows: saturated, or a read bias that stretches the interval across a threshold) is marked UNRELIABLE
     # beside it (analysis/bias.py); the verdict itself is unchanged.
     client_marks: bool = False
+    # A request's tpot_s and decode_tok_s follow the field's definition, (e2e - ttft) / (n - 1) and its
+    # inverse, not the client's first-to-last-read decode (analysis/fielddecode.py): a request whose tokens
+    # came in one read keeps its decode, so with `ratio_rates` a launch's TPOT is sum(e2e - ttft) / sum(n - 1)
+    # over all of its requests and losing the fast ones cannot move it (docs/workloads.md).
+    field_decode: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
@@ -56,7 +61,7 @@ _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "
 _V3 = {**_V2, "machine_effect": True, "client_marks": True}
 
 # version 4 (framework 0.3.0): version 3 plus the switches CHANGELOG.md lists under rules version 4
-_V4 = {**_V3}
+_V4 = {**_V3, "field_decode": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),
