@@ -218,7 +218,7 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
         if parser.usage_behind:  # the last chunks were counted from their bytes: their cumulative count
             completion = parser.seen
     prompt_tokens = meta.get("prompt_tokens") or (parser.usage or {}).get("prompt_tokens")
-    figures = clock_figures(times, tokens, e2e, time_scale, meta, completion, parser)
+    figures = clock_figures(times, tokens, e2e, time_scale, meta, completion, parser, reader.events)
     if error is not None:  # a failed request is lost as a whole: its error says why, not a decode reason
         figures["decode_unmeasured"] = None
     return RequestRow(

@@ -125,3 +125,42 @@ def test_a_closed_loop_paused_past_the_keep_alive_loses_no_request_and_the_launc
     print("retries", retried)
     assert retried > 0  # the stalls did hit stale connections: the retry, not luck, kept them
     assert out["client"]["connection_retries"] == retried
+
+
+# --------------------------------------------------------------------------- a late read is not the server's merge
+
+
+def _one_request(tmp_path: Path, *flags: str, stall_s: float = 0.0):  # noqa: ANN202
+    """One 16-token request; `stall_s` blocks the client's loop that long from 20 ms after the send (starved)."""
+    async def go():  # noqa: ANN202
+        async with aiohttp.ClientSession(connector=connection.connector()) as session:
+            async with session.get(base + "/health") as resp:  # a pooled connection: the send takes no connect
+                await resp.read()
+            if stall_s:
+                asyncio.get_running_loop().call_later(0.02, time.sleep, stall_s)
+            return await measure_request(session, base, generate_body(list(range(8)), Workload(output_tokens=16)),
+                                         30.0)
+
+    with _server(tmp_path, *flags) as server:
+        base = server.spec.base_url
+        return asyncio.run(go())
+
+
+def test_one_event_is_the_servers_merge_and_separate_events_read_together_are_not(tmp_path):
+    merged = _one_request(tmp_path, "--merge")
+    assert merged.ok and merged.decode_unmeasured == "one_chunk"
+    together = _one_request(tmp_path, "--one-write")
+    assert together.ok and together.decode_unmeasured == "one_read"
+
+
+def test_a_starved_client_that_reads_a_stream_late_is_not_told_the_server_merged_it(tmp_path):
+    """The server writes 16 events 50 ms apart (its own timing, by construction); the client's loop is blocked
+    for two seconds from 20 ms after the send, so every token waits in the socket and arrives in one read."""
+    late = _one_request(tmp_path, "--token-gap-s", "0.05", stall_s=2.0)
+    assert late.ok, late.error
+    assert late.decode_unmeasured == "one_read" and len([n for n in late.chunk_tokens if n]) == 1
+    from framework.core.vocabulary import DECODE_UNMEASURED
+
+    assert "merged by the server" not in DECODE_UNMEASURED["one_read"]
+    prompt = _one_request(tmp_path, "--token-gap-s", "0.05")  # the same server, a client that keeps up
+    assert prompt.decode_unmeasured is None and len([n for n in prompt.chunk_tokens if n]) >= 8
