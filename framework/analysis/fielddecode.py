@@ -50,9 +50,9 @@ def with_field_decode(row: dict[str, Any]) -> dict[str, Any]:
     parts = field_parts(row)
     if parts is None:  # nothing to compute it from (a row the client never wrote so): as it is
         return row
-    if isinstance(parts, str):
+    if isinstance(parts, str):  # the client's own reason where it gave one (one_chunk says more than no_time)
         return {**row, "tpot_s": None, "decode_tok_s": None, "decode_tokens": None, "decode_s": None,
-                "decode_unmeasured": parts}
+                "decode_unmeasured": row.get("decode_unmeasured") or parts}
     tokens, secs = parts
     return {**row, "tpot_s": secs / tokens, "decode_tok_s": tokens / secs, "decode_tokens": tokens,
             "decode_s": secs, "decode_unmeasured": None}

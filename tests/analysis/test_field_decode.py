@@ -73,6 +73,10 @@ def test_a_request_s_tpot_is_e2e_minus_ttft_over_n_minus_one():
     assert field["decode_tok_s"] == pytest.approx(31 / (0.3305 - 0.05))
     assert field_parts({"ok": True, "completion_tokens": 1, "ttft_s": 0.1, "e2e_s": 0.1}) == "one_token"
     assert with_field_decode({**row, "ok": False}) == {**row, "ok": False}  # a failed request keeps its row
+    # one event on the sim's model clock: e2e == ttft, no decode time; the client's reason is kept
+    merged = {"ok": True, "completion_tokens": 32, "ttft_s": 0.3, "e2e_s": 0.3, "decode_unmeasured": "one_chunk"}
+    assert with_field_decode(merged)["decode_unmeasured"] == "one_chunk"
+    assert with_field_decode({**merged, "decode_unmeasured": None})["decode_unmeasured"] == "no_time"
 
 
 @pytest.mark.parametrize("metric", ["tpot_s", "decode_tok_s"])
