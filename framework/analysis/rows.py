@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from framework.analysis import fielddecode
 from framework.analysis.ruleset import LATEST, RULESETS, RuleSet
 from framework.core import evidence
 from framework.core.design import Condition, conditions
@@ -170,8 +171,9 @@ def collect(h: Hypothesis, distinct: list[dict[str, Any]], rules: RuleSet | None
 
     A request metric's values are the measured (not warm-up), ok requests' own; a launch metric
     (framework.core.metrics) has one value per launch, from all of its rows. `rules` (default:
-    version 1's) says whether a launch that failed while measured counts as failed, and whether a
-    rate's launch value is a ratio of totals.
+    version 1's) says whether a launch that failed while measured counts as failed, whether a
+    rate's launch value is a ratio of totals, and whether TPOT follows the field's definition
+    (framework.analysis.fielddecode).
     """
     rules = RuleSet() if rules is None else rules
     data = {c.index: ConditionData(c, rules=rules) for c in conditions(h)}
@@ -193,6 +195,8 @@ def collect(h: Hypothesis, distinct: list[dict[str, Any]], rules: RuleSet | None
         data[r["condition"]].machines[r["launch_id"]] = machine_of.get(r["launch_id"], UNKNOWN_MACHINE)
         launch_cond[r["launch_id"]] = r["condition"]
     requests = [r for r in trials.of_kind("request") if r.get("launch_id") not in gone]
+    if rules.field_decode and fielddecode.changes(h.metric):  # TPOT as the field defines it (rules version 4)
+        requests = [fielddecode.with_field_decode(r) for r in requests]
     for r in requests:
         c = launch_cond.get(r.get("launch_id"), r.get("condition"))
         if c not in data:

@@ -55,6 +55,11 @@ class RuleSet:
     # confidence sequence with the machine as the unit (machine means at each round of blocks, t on m - 1 df,
     # round k at a * 6/(pi^2 k^2); framework.stats.anytime_machines), not on the pooled block contrasts.
     anytime_machines: bool = False
+    # A request's tpot_s and decode_tok_s follow the field's definition, (e2e - ttft) / (n - 1) and its
+    # inverse, not the client's first-to-last-read decode (analysis/fielddecode.py): a request whose tokens
+    # came in one read keeps its decode, so with `ratio_rates` a launch's TPOT is sum(e2e - ttft) / sum(n - 1)
+    # over all of its requests and losing the fast ones cannot move it (docs/workloads.md).
+    field_decode: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
@@ -64,7 +69,7 @@ _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "
 _V3 = {**_V2, "machine_effect": True, "client_marks": True}
 
 # version 4 (framework 0.3.0): version 3 plus the switches CHANGELOG.md lists under rules version 4
-_V4 = {**_V3, "window_edge": True, "anytime_machines": True}
+_V4 = {**_V3, "window_edge": True, "anytime_machines": True, "field_decode": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),

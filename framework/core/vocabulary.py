@@ -36,12 +36,14 @@ RequestErrorClass = Literal["http_error", "timeout", "stream_cut", "malformed_st
                             "context_length"]
 
 # Why an ok request has no decode figure (the request row's `decode_unmeasured`); its words for reasons
-DecodeUnmeasured = Literal["no_tokens", "one_token", "one_chunk", "no_time"]
+DecodeUnmeasured = Literal["no_tokens", "one_token", "one_chunk", "no_time", "one_read"]
 DECODE_UNMEASURED: dict[str, str] = {
     "no_tokens": "no token arrived",
     "one_token": "a single output token, nothing to decode",
     "one_chunk": "every token arrived in one chunk (merged by the server), so decode has no duration",
     "no_time": "the chunks after the first arrived at the same instant (no per-token timing)",
+    "one_read": ("every token arrived in one read but in separate events: the server did not merge them, the "
+                 "client read them together (it fell behind, or the writes came at once): the client's loss"),
     "no_value": "the metric has no value on the row",
 }
 # Request errors that mean the server did not serve its workload: the launch fails (its class)

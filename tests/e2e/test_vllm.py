@@ -20,6 +20,9 @@ import pytest
 from cli_helpers import ROOT, framework, ledger_records
 from vllm_venv import PYTHON, TIER
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from vllm_crosscheck import TPOT_BOUND  # noqa: E402
+
 pytestmark = TIER
 
 
@@ -64,7 +67,8 @@ def test_the_shipped_vllm_hypothesis_is_registered_run_on_real_vllm_and_audited(
 
 @pytest.mark.timeout(1800)
 def test_the_framework_agrees_with_vllms_own_counters_and_bench_serve(tiny_hf, tmp_path):
-    """benchmarks/vllm_crosscheck.py on one real server: every request counted by both sides; the table printed."""
+    """benchmarks/vllm_crosscheck.py on one real server: every request counted by both sides, and the framework's
+    launch TPOT (rules version 4) within the script's bound of vLLM's own `/metrics` mean."""
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "vllm_crosscheck.py"), "--python", str(PYTHON),
                           "--model", str(tiny_hf[0]), "--json", str(tmp_path / "crosscheck.json")],
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=1800)
@@ -75,3 +79,6 @@ def test_the_framework_agrees_with_vllms_own_counters_and_bench_serve(tiny_hf, t
         server = figures[f"{client}_server"]
         assert figures[client]["ok"] == server["ttft_count"] == server["e2e_count"] == 16, figures
         assert all(figures[client][k] is not None and server[k] is not None for k in ("ttft", "tpot", "e2e")), figures
+    assert figures["tpot_bound"] == TPOT_BOUND
+    assert figures["framework"]["tpot_launch_n"] == 16  # no request lost to a merged read
+    assert abs(figures["tpot_gap"]) <= TPOT_BOUND, figures

@@ -11,6 +11,8 @@ One concept per module:
   events into token counts, chunk times into the request's figures (pure);
 - `request`: one request's body, and sending it with every chunk stamped as the socket delivered it, measured
   as a RequestRow (framework.core.trials, the one model of a request row);
+- `connection`: the keep-alive policy (the pool's idle limit below the server's keep-alive) and which failed
+  sends are safe to send again on a fresh connection;
 - `loops`: the closed and open loops on one event loop, measuring the client's own timing;
 - `selfcheck`: from those, whether the client fell behind and by how much its figures may be off;
 - `server`: what the server says about itself (info, served model, Prometheus counters);

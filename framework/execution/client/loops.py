@@ -32,6 +32,7 @@ from framework.core.workload import (
     Workload,
     endpoint_of,
 )
+from framework.execution.client import connection
 from framework.execution.client.plan import resolve_plan
 from framework.execution.client.request import measure_request, request_body
 from framework.execution.client.selfcheck import client_health
@@ -105,7 +106,8 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
     lateness: list[float] = []
     rows: list[dict[str, Any]] = []
     reads: list[list[int]] = []  # per measured request: events per token-carrying read (the self-check)
-    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    connector = connection.connector()  # idle connections dropped before a server's keep-alive closes them
+    retried = [0]  # requests sent again on a fresh connection (framework.execution.client.connection)
     t_origin = time.perf_counter()
     origin: dict[str, float] = {}  # the sim's model clock at this launch's start (set by the first row)
 
@@ -121,6 +123,7 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
             hdrs[CLOSED_LOOP_HEADER] = "next"
         measured = await measure_request(session, base_url, encoded.pop(req.index), workload.request_timeout_s,
                                          time_scale, hdrs, endpoint, t_origin)
+        retried[0] += measured.retries or 0
         result = measured.completed(
             prompt_tokens=measured.prompt_tokens or req.prompt_tokens,
             scheduled_s=scheduled_s, send_lateness_wall_s=send_lateness_wall_s, phase=req.phase,
@@ -149,7 +152,8 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
         if waited is not None and cpu0[2] is not None:
             cpu["run_queue_s"] = waited - cpu0[2]
     await lag.stop()
-    health = {**client_health(lateness, lag.samples, rows, cpu=cpu, reads=reads), "clock_origin_s": t_origin}
+    health = {**client_health(lateness, lag.samples, rows, cpu=cpu, reads=reads), "clock_origin_s": t_origin,
+              "connection_retries": retried[0]}
     if share is not None:  # a worker: its own health, and the raw timing the parent merges over every worker
         return {"health": health, "lateness": lateness, "loop_lag": lag.samples}
     return health

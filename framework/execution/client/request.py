@@ -8,6 +8,10 @@ their JSON; nothing else runs per token until the stream has ended.
 The measurement is a RequestRow (framework.core.trials), not yet stamped by its launch. Errors and streams cut
 mid-way become failed results with a reason (`error_class`: http_error, context_length, timeout, stream_cut,
 malformed_stream, connection or cancelled); nothing is dropped silently.
+
+A request whose connection failed before any byte of the response (a pooled connection the server had
+closed at its keep-alive) is sent again on a fresh connection and timed from that send; its row counts
+the retries (framework.execution.client.connection says why that is safe).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from framework.core.workload import (
     Endpoint,
     Workload,
 )
+from framework.execution.client import connection
 from framework.execution.client.stream import ChunkReader, MalformedEvent, StreamParser, clock_figures
 
 
@@ -137,61 +142,73 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
     send_headers = {"Content-Type": "application/json", **(headers or {})}
     if not isinstance(body, dict):
         body = {}
-    sent_at = datetime.now(timezone.utc).isoformat()
     prompt = body.get("input_ids") or body.get("prompt") or body.get("text") or ""
-    t0 = time.perf_counter()
     error: str | None = None
     error_class: RequestErrorClass | None = None
-    try:
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout_s)
-        async with session.post(base_url + ENDPOINT_PATHS[endpoint], data=payload, headers=send_headers,
-                                timeout=timeout) as resp:
-            if resp.status != 200:
-                error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
-                error_class = "context_length" if CONTEXT_LENGTH.search(error) else "http_error"
-            else:
-                arrivals = _arrival_log(resp)
-                consumed = 0
-                async for piece in resp.content.iter_any():
-                    now = time.perf_counter() - t0
-                    if arrivals:  # stamped as the socket's data arrived: each arrival its own chunk
-                        end, at = consumed + len(piece), 0
-                        while arrivals and arrivals[0][1] is resp.content and arrivals[0][2] <= end:
-                            t, _, total = arrivals.popleft()
-                            if total - consumed > at:
-                                reader.read(t - t0, piece[at:total - consumed])
-                                at = total - consumed
-                        if at < len(piece):
-                            reader.read(now, piece[at:])
-                        consumed = end
-                    else:
-                        reader.read(now, piece)
-                        consumed += len(piece)
-                    if now > timeout_s:
-                        error, error_class = f"timed out after {timeout_s:.0f} s", "timeout"
-                        break
-                # Yield before the work that ends a stream (its row, the next request's send): in a burst of
-                # streams ending together, every other stream's last read is then stamped first, not after it.
-                await asyncio.sleep(0)
-                if error is None and parser.error is not None:  # the server said why in the stream
-                    error = f"the server refused the request: {parser.error}"
-                    error_class = "context_length" if CONTEXT_LENGTH.search(parser.error) else "http_error"
-                if error is None and not parser.finished:
-                    error = f"stream ended before the request finished ({sum(tokens)} tokens received)"
-                    error_class = "stream_cut"
-    except asyncio.CancelledError:  # only the closed loop cancels: a cool-down request after the window
-        error = f"cancelled: the measured window had ended ({sum(tokens)} tokens received)"
-        error_class = "cancelled"
-    except MalformedEvent as exc:
-        error, error_class = str(exc), "malformed_stream"
-    except asyncio.TimeoutError:
-        error = f"timed out: no data for {timeout_s:g} s ({sum(tokens)} tokens received)"
-        error_class = "timeout"
-    except aiohttp.ClientPayloadError as exc:
-        error = f"stream ended before the request finished ({sum(tokens)} tokens received): {exc}"
-        error_class = "stream_cut"
-    except (aiohttp.ClientError, OSError) as exc:
-        error, error_class = f"{type(exc).__name__}: {exc}", "connection"
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout_s)
+    sender, fresh, retries = session, None, 0
+    while True:  # once, or again on a fresh connection after one that failed before any response byte
+        sent_at = datetime.now(timezone.utc).isoformat()
+        t0 = time.perf_counter()
+        responded = False
+        try:
+            async with sender.post(base_url + ENDPOINT_PATHS[endpoint], data=payload, headers=send_headers,
+                                   timeout=timeout) as resp:
+                responded = True
+                connection.learn(session, getattr(resp, "headers", None))
+                if resp.status != 200:
+                    error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
+                    error_class = "context_length" if CONTEXT_LENGTH.search(error) else "http_error"
+                else:
+                    arrivals = _arrival_log(resp)
+                    consumed = 0
+                    async for piece in resp.content.iter_any():
+                        now = time.perf_counter() - t0
+                        if arrivals:  # stamped as the socket's data arrived: each arrival its own chunk
+                            end, at = consumed + len(piece), 0
+                            while arrivals and arrivals[0][1] is resp.content and arrivals[0][2] <= end:
+                                t, _, total = arrivals.popleft()
+                                if total - consumed > at:
+                                    reader.read(t - t0, piece[at:total - consumed])
+                                    at = total - consumed
+                            if at < len(piece):
+                                reader.read(now, piece[at:])
+                            consumed = end
+                        else:
+                            reader.read(now, piece)
+                            consumed += len(piece)
+                        if now > timeout_s:
+                            error, error_class = f"timed out after {timeout_s:.0f} s", "timeout"
+                            break
+                    # Yield before the work that ends a stream (its row, the next request's send): in a burst of
+                    # streams ending together, every other stream's last read is then stamped first, not after it.
+                    await asyncio.sleep(0)
+                    if error is None and parser.error is not None:  # the server said why in the stream
+                        error = f"the server refused the request: {parser.error}"
+                        error_class = "context_length" if CONTEXT_LENGTH.search(parser.error) else "http_error"
+                    if error is None and not parser.finished:
+                        error = f"stream ended before the request finished ({sum(tokens)} tokens received)"
+                        error_class = "stream_cut"
+        except asyncio.CancelledError:  # only the closed loop cancels: a cool-down request after the window
+            error = f"cancelled: the measured window had ended ({sum(tokens)} tokens received)"
+            error_class = "cancelled"
+        except MalformedEvent as exc:
+            error, error_class = str(exc), "malformed_stream"
+        except asyncio.TimeoutError:
+            error = f"timed out: no data for {timeout_s:g} s ({sum(tokens)} tokens received)"
+            error_class = "timeout"
+        except aiohttp.ClientPayloadError as exc:
+            error = f"stream ended before the request finished ({sum(tokens)} tokens received): {exc}"
+            error_class = "stream_cut"
+        except (aiohttp.ClientError, OSError) as exc:
+            if not responded and retries < connection.MAX_RETRIES and connection.retryable(exc):
+                retries += 1  # the server answered nothing on it: send again, on a connection of its own
+                sender = fresh = fresh or connection.fresh_session()
+                continue
+            error, error_class = f"{type(exc).__name__}: {exc}", "connection"
+        break
+    if fresh is not None:
+        await fresh.close()
     e2e = time.perf_counter() - t0
     meta = parser.meta
     completion = None
@@ -201,7 +218,7 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
         if parser.usage_behind:  # the last chunks were counted from their bytes: their cumulative count
             completion = parser.seen
     prompt_tokens = meta.get("prompt_tokens") or (parser.usage or {}).get("prompt_tokens")
-    figures = clock_figures(times, tokens, e2e, time_scale, meta, completion, parser)
+    figures = clock_figures(times, tokens, e2e, time_scale, meta, completion, parser, reader.events)
     if error is not None:  # a failed request is lost as a whole: its error says why, not a decode reason
         figures["decode_unmeasured"] = None
     return RequestRow(
@@ -222,5 +239,6 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
         sim_first_lag_s=meta.get("sim_first_lag_s"),
         sim_last_lag_s=meta.get("sim_last_lag_s"),
         read_events=reader.events,
+        retries=retries or None,
         **figures,
     )

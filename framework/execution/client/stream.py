@@ -11,7 +11,9 @@
 A request's decode is measured from those per-chunk counts (framework.core.metrics.decode): the
 tokens after the first chunk over the time from the first chunk to the last. When there is no such
 interval (every token in one chunk, one token, no time between chunks) the request keeps its other
-figures and says why (`decode_unmeasured`); the analysis counts it as lost for a decode metric.
+figures and says why (`decode_unmeasured`); the analysis counts it as lost for a decode metric. Every
+token in one chunk is the server's merge (`one_chunk`) only when they came in one event; several events
+read together are the client's late read (`one_read`, `read_together`), never blamed on the server.
 
 Every chunk's arrival time and token count is kept, so the derived figures can be recomputed from
 the raw data (framework.core.metrics). Durations are multiplied by `time_scale` (the simulator's
@@ -184,20 +186,38 @@ class ChunkReader:
             self.total += got
 
 
+def read_together(tokens: list[int], events: list[int] | None) -> bool:
+    """Whether a request's one token-carrying chunk held several token-carrying events.
+
+    A server that merges tokens sends them in one event (vLLM's delta of several tokens, a cumulative
+    count that jumped); separate events that arrived in one read were written apart and read together:
+    the client fell behind (its loop starved of CPU, the kernel's buffer holding several writes), or the
+    server's writes came at once. Either way the server did not merge them, so the loss is not the
+    server's (`one_read`, framework.core.vocabulary.DECODE_UNMEASURED).
+    """
+    if not events or len(events) != len(tokens):
+        return False
+    carrying = [e for e, n in zip(events, tokens, strict=True) if n > 0]
+    return len(carrying) == 1 and carrying[0] > 1
+
+
 def token_times(times: list[float], tokens: list[int]) -> list[float]:
     """The arrival times of the chunks that carried tokens (the metrics' first and last token)."""
     return [t for t, n in zip(times, tokens, strict=False) if n > 0]
 
 
 def summarize_stream(times: list[float], tokens: list[int], e2e: float, time_scale: float, meta: dict[str, Any],
-                     completion: int | None = None) -> dict[str, Any]:
+                     completion: int | None = None, events: list[int] | None = None) -> dict[str, Any]:
     """Derived per-request figures from raw chunk times (seconds since send) and token counts.
 
-    `completion` overrides the sum of chunk tokens (an OpenAI stream's `usage`).
+    `completion` overrides the sum of chunk tokens (an OpenAI stream's `usage`); `events`, the token-carrying
+    events per chunk (ChunkReader.events), tells a server's merge from the client's late read (`one_read`).
     """
     completion = int(sum(tokens)) if completion is None else int(completion)
     arrivals = token_times(times, tokens)
     n, span, why = decode(times, tokens, completion)
+    if why == "one_chunk" and read_together(tokens, events):
+        why = "one_read"
     span = None if span is None else span * time_scale
     out: dict[str, Any] = {
         "completion_tokens": completion,
@@ -219,7 +239,7 @@ def summarize_stream(times: list[float], tokens: list[int], e2e: float, time_sca
 
 
 def clock_figures(times: list[float], tokens: list[int], e2e: float, time_scale: float, meta: dict[str, Any],
-                  completion: int | None, parser: StreamParser) -> dict[str, Any]:
+                  completion: int | None, parser: StreamParser, events: list[int] | None = None) -> dict[str, Any]:
     """The request's figures on the model's clock.
 
     When every token-carrying event carries the simulator's own timestamp (``sim_model_t``: model
@@ -229,7 +249,7 @@ def clock_figures(times: list[float], tokens: list[int], e2e: float, time_scale:
     ``time_scale``) are kept beside them as ``wall_*``. Any other server: the wall clock, as always.
     docs/model.md, "Timing".
     """
-    wall = summarize_stream(times, tokens, e2e, time_scale, meta, completion)
+    wall = summarize_stream(times, tokens, e2e, time_scale, meta, completion, events)
     events = parser.model_events
     if not events or not parser.finished:
         return {**wall, "clock": "wall"}

@@ -25,10 +25,17 @@ launch, which stops them (SIGTERM, then SIGKILL) whenever it leaves `run_workers
 exception too; each asks the kernel for SIGKILL if its parent dies (PR_SET_PDEATHSIG) and ignores
 SIGINT (a Ctrl-C reaches the parent, which stops them). An open loop with a cap in flight
 (`max_concurrency`) needs one semaphore in send order, so it runs on one worker (`worker_count`).
+
+Workers are spawned, so each imports the parent's `__main__` script again: one that starts the run at its
+top level (no `if __name__ == "__main__":`) would start it again in every worker. That is refused with what
+to do before any worker starts (`unspawnable`, from `parse_workers` and `run_workers`), and a worker that
+goes away without a word is reported with how (its exit code or signal) and when (before it was ready, or
+while it measured).
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import ctypes
 import math
@@ -70,7 +77,47 @@ def parse_workers(value: Any) -> int | str:
     if value > 1 and not shared_clock():
         raise ValueError(f"{value} workers need one monotonic clock for every process (Linux's CLOCK_MONOTONIC); "
                          f"this platform's perf_counter is {time.get_clock_info('perf_counter').implementation}: use 1")
+    if value > 1 and (why := unspawnable(value)) is not None:
+        raise ValueError(why)
     return value
+
+
+def unguarded_main() -> str | None:
+    """The script this process runs when each spawned worker would run it again (None: it would not).
+
+    multiprocessing's spawn starts a worker by importing the parent's ``__main__`` script again (as
+    ``__mp_main__``); a script that starts the run at its top level, not under ``if __name__ ==
+    "__main__":``, would start it again in the worker, and Python stops that worker with exit code 1
+    before it can say anything. A package's ``__main__`` (``python -m framework``), ``-c`` and an
+    interactive session are never re-run. Guarded: any top-level ``if`` that tests ``__name__``.
+    """
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and str(spec.name).endswith(".__main__"):
+        return None
+    path = getattr(spec, "origin", None) if spec is not None else getattr(main, "__file__", None)
+    if not path or not str(path).endswith(".py"):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.If) and any(isinstance(n, ast.Name) and n.id == "__name__"
+                                            for n in ast.walk(node.test)):
+            return None
+    return str(path)
+
+
+def unspawnable(n: int) -> str | None:
+    """Why `n` worker processes cannot start from this process, in one line with what to do (None: they can)."""
+    script = unguarded_main()
+    if script is None:
+        return None
+    return (f"client.workers={n} starts worker processes that re-import the script that started the run "
+            f"({os.path.basename(script)}), which runs the run again at its top level: start it under "
+            f"`if __name__ == \"__main__\":`, or use client.workers=1")
 
 
 def shared_clock() -> bool:
@@ -244,6 +291,8 @@ def run_workers(plan: Plan, n: int, base_url: str, workload: Workload, endpoint:
     Returns the merged `client_health` (with `workers`). Raises WorkerError if a worker fails; a signal's
     exception (SystemExit, KeyboardInterrupt) passes on after every worker is stopped.
     """
+    if (why := unspawnable(n)) is not None:  # a caller that did not go through parse_workers
+        raise WorkerError(why)
     ctx = multiprocessing.get_context("spawn")  # no fork: the parent may hold threads (progress, watchdogs)
     loop_id = uuid.uuid4().hex[:16]
     shares: list[Share] = []
@@ -285,7 +334,7 @@ def run_workers(plan: Plan, n: int, base_url: str, workload: Workload, endpoint:
                     message = c.recv()
                 except EOFError:
                     procs[k].join(1.0)
-                    raise WorkerError(f"client worker {k} died (exit code {procs[k].exitcode})") from None
+                    raise WorkerError(_died(k, procs[k].exitcode, started=k in ready)) from None
                 tag = message[0]
                 if tag == "row":
                     _, index, unanalysed, row = message
@@ -331,7 +380,19 @@ def merge_health(raws: list[dict[str, Any]], measured: list[dict[str, Any]], t_o
     cpu = None if busiest.get("cpu") is None else {**busiest["cpu"], "per_worker": [h.get("cpu") for h in healths]}
     return {**merged, "cpu": cpu, "events_per_read": most_reads.get("events_per_read"), "bias": bias,
             "saturated": any(h.get("saturated") for h in healths), "bottleneck": bool(reasons), "reasons": reasons,
-            "clock_origin_s": t_origin, "workers": len(raws)}
+            "clock_origin_s": t_origin, "workers": len(raws),
+            "connection_retries": sum(int(h.get("connection_retries") or 0) for h in healths)}
+
+
+def _died(k: int, code: int | None, started: bool) -> str:
+    """What a worker that went away without a word did, and what to do (its own traceback, if any, is on stderr)."""
+    how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+    if started:
+        return (f"client worker {k} {how} while it measured (killed for memory, or by a signal?); "
+                f"its error, if it printed one, is on stderr above")
+    return (f"client worker {k} {how} before it was ready: it could not start; its error is on stderr above "
+            f"(a worker re-imports the script that started the run: start it under "
+            f"`if __name__ == \"__main__\":`, or use client.workers=1)")
 
 
 def stop_workers(procs: list[Any], grace_s: float = STOP_GRACE_S) -> None:
