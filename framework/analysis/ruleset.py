@@ -47,6 +47,11 @@ class RuleSet:
     # rows: saturated, or a read bias that stretches the interval across a threshold) is marked UNRELIABLE
     # beside it (analysis/bias.py); the verdict itself is unchanged.
     client_marks: bool = False
+    # Marks that inform (analysis/marks.py; statistics.md, "Marks"): v2's rare-mode and shape caveats are
+    # replaced by marks that fire on evidence (a launch mode in one condition, skewness or unequal spreads
+    # beyond chance) or, under the mean estimand, on a verdict that does not hold at alpha / 10; the record
+    # states once what no test can see (`details.estimand`). They change the reason, never the verdict.
+    informative_marks: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
@@ -56,7 +61,7 @@ _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "
 _V3 = {**_V2, "machine_effect": True, "client_marks": True}
 
 # version 4 (framework 0.3.0): version 3 plus the switches CHANGELOG.md lists under rules version 4
-_V4 = {**_V3}
+_V4 = {**_V3, "informative_marks": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),
