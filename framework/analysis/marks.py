@@ -3,18 +3,21 @@
 Rules v2's caveats marked nearly every decided verdict ("rare launch modes unseen" fires whenever a
 mode at half speed could overturn it, which at 5-20 launches is always): a mark on every right and
 every wrong verdict tells the reader nothing. These marks fire on evidence in the launches, each a
-test with a stated null (framework.stats.modes), or on an insufficiency that depends on the margin:
+test with a stated null (framework.stats.modes), and only where a mode of the size seen could carry the
+verdict across its threshold:
 
 - **LAUNCH MODE IN ONE CONDITION**: Grubbs' test finds a launch apart from the others in some
   compared condition and not in all (each condition at MARK_LEVEL / k, k conditions).
 - **SKEWED LAUNCHES**: D'Agostino's skewness test rejects in some compared condition (at MARK_LEVEL / k;
   8 or more launches).
 - **SPREADS DIFFER**: the F test (two conditions) or Bartlett's (more) rejects equal variances at MARK_LEVEL.
-- **NEAR THE LEVEL** (the mean estimand only): the verdict does not hold at level a / 10. Under the mean
-  estimand an unseen launch mode of share p and factor f moves the log ratio by p |log f|, so the
-  verdicts a small margin separates from the threshold are the ones such a mode overturns; a/10 is
-  the 0.005 of Benjamin et al. (2018) at a = 0.05, fixed before any data.
 - **SURVIVORS MAY BE BIASED** (as in v2: framework.analysis.caveats.survivors).
+
+The three evidence marks are drawn only where the evidence can matter: when the verdict's margin (the
+log distance of its decisive bound from its threshold, framework.analysis.caveats.margin) is below the
+largest deviation of a compared launch from its condition's median. A mode of that size in one
+condition moves the log ratio by its share times its size, at most the size, so a verdict farther
+from its threshold than that is not overturned by any mode like the ones seen.
 
 On launches that fit the comparison's model (independent normal log launch values) each evidence mark
 fires with probability at most MARK_LEVEL. What no test can see, a mode that none of the launches
@@ -25,17 +28,17 @@ Pure functions.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
 
-from framework.analysis.caveats import survivors
+import numpy as np
+
+from framework.analysis.caveats import margin, survivors
 from framework.analysis.rows import ConditionData
 from framework.core.design import Condition
 from framework.stats import decisions, modes
 
 MARK_LEVEL = 0.05  # each evidence mark's rate on launches that fit the model: fixed before any data
-STRICT_FACTOR = 10  # NEAR THE LEVEL: the verdict at a / 10 (Benjamin et al. 2018's 0.005 at a = 0.05)
-MARKS = {"mode": "LAUNCH MODE IN ONE CONDITION", "skew": "SKEWED LAUNCHES", "spread": "SPREADS DIFFER",
-         "near_level": "NEAR THE LEVEL"}
+MARKS = {"mode": "LAUNCH MODE IN ONE CONDITION", "skew": "SKEWED LAUNCHES", "spread": "SPREADS DIFFER"}
 
 
 def _mode(cells: list[Condition], logs: dict[int, list[float]]) -> dict[str, Any] | None:
@@ -73,28 +76,23 @@ def _spread(cells: list[Condition], logs: dict[int, list[float]]) -> dict[str, A
                      f"one condition's launches vary for a reason the other's do not")}
 
 
-def _near_level(dec: decisions.Decision, strict: Callable[[float], decisions.Decision], a: float
-                ) -> dict[str, Any] | None:
-    b = a / STRICT_FACTOR
-    other = strict(b)
-    if other.verdict == dec.verdict:
-        return None
-    return {"kind": "near_level", "mark": MARKS["near_level"], "strict_alpha": b, "strict_verdict": other.verdict,
-            "text": (f"near the level: {dec.verdict} at one-sided {a:.3g}, {other.verdict} at {b:.3g}; a launch mode "
-                     f"none of these launches showed moves the ratio of geometric means by its share times its "
-                     f"log factor, and a margin this small is within such a mode's reach")}
+def reach(cells: list[Condition], logs: dict[int, list[float]]) -> float:
+    """The largest deviation (log) of a compared launch from its condition's median: the size of the modes seen."""
+    return max(float(np.max(np.abs(np.asarray(logs[c.index]) - np.median(logs[c.index])))) for c in cells)
 
 
-def marks(dec: decisions.Decision, cells: list[Condition], data: dict[int, ConditionData], a: float,
-          estimand: str, strict: Callable[[float], decisions.Decision],
+def marks(dec: decisions.Decision, cells: list[Condition], data: dict[int, ConditionData],
           exclude: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-    """The marks of a decided comparison (none for an inconclusive one: it claims nothing).
-
-    `strict(b)` decides the same comparison at one-sided level b (for NEAR THE LEVEL).
-    """
+    """The marks of a decided comparison (none for an inconclusive one: it claims nothing)."""
     if dec.verdict == "inconclusive" or "log_ci" not in dec.details:
         return []
     logs = {c.index: data[c.index].logs(exclude)[1] for c in cells}
-    found = [_mode(cells, logs), _skew(cells, logs), _spread(cells, logs),
-             _near_level(dec, strict, a) if estimand == "mean" else None, survivors(data, cells)]
+    m, size = margin(dec), reach(cells, logs)
+    found = []
+    if m is not None and m < size:  # a mode of the size seen could carry the verdict across its threshold
+        found = [_mode(cells, logs), _skew(cells, logs), _spread(cells, logs)]
+        for f in found:
+            if f is not None:
+                f.update(margin_log=m, reach_log=size)
+    found.append(survivors(data, cells))
     return [c for c in found if c is not None]

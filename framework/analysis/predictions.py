@@ -243,9 +243,7 @@ def comparison_result(h: Hypothesis, p: Any, rows: GroupedRows, flagged: dict[in
         dec, found_drift = drift.apply(dec, drift.contrasts_of(data, cells), a)
     estimand = getattr(p, "estimand", "mean")
     if ruleset.informative_marks:
-        def strict(b: float) -> decisions.Decision:
-            return decide(h, p, data, conds, b, method, seed=seed, ruleset=ruleset)[0]
-        notes = marks.marks(dec, cells, data, a, estimand, strict)
+        notes = marks.marks(dec, cells, data)
     else:
         notes = caveats.caveats(dec, cells, data, a, method) if ruleset.caveats else []
     reason = dec.reason

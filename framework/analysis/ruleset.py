@@ -47,10 +47,10 @@ class RuleSet:
     # rows: saturated, or a read bias that stretches the interval across a threshold) is marked UNRELIABLE
     # beside it (analysis/bias.py); the verdict itself is unchanged.
     client_marks: bool = False
-    # Marks that inform (analysis/marks.py; statistics.md, "Marks"): v2's rare-mode and shape caveats are
-    # replaced by marks that fire on evidence (a launch mode in one condition, skewness or unequal spreads
-    # beyond chance) or, under the mean estimand, on a verdict that does not hold at alpha / 10; the record
-    # states once what no test can see (`details.estimand`). They change the reason, never the verdict.
+    # Marks that inform (analysis/marks.py; statistics.md, "Marks that inform"): v2's rare-mode and shape
+    # caveats are replaced by marks that fire on evidence (a launch mode in one condition, skewness or unequal
+    # spreads beyond chance) where a mode of the size seen could carry the verdict across its threshold; the
+    # record states once what no test can see (`details.estimand`). They change the reason, never the verdict.
     informative_marks: bool = False
 
 
