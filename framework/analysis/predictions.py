@@ -246,7 +246,8 @@ def comparison_result(h: Hypothesis, p: Any, rows: GroupedRows, flagged: dict[in
         notes = marks.marks(dec, cells, data)
     else:
         notes = caveats.caveats(dec, cells, data, a, method) if ruleset.caveats else []
-    reason = dec.reason
+    typical = estimand == "typical" and "log_ci" in dec.details  # a decision from the effect, not a missing-data one
+    reason = ("the typical launch (Hodges-Lehmann shift): " if typical else "") + dec.reason
     det = dict(dec.details)
     if ruleset.informative_marks:
         det["estimand"] = {"name": estimand, "covers": COVERS[estimand]}

@@ -76,6 +76,7 @@ def test_the_typical_estimand_is_hodges_lehmann_with_the_moses_interval_and_the_
     diffs = np.sort((x[:, None] - y[None, :]).ravel())
     assert math.log(p.estimate) == np.median(diffs) or abs(math.log(p.estimate) - np.median(diffs)) < 1e-9
     assert p.details["method"] == "rank" and p.details["estimand"]["name"] == "typical"
+    assert p.reason.startswith("the typical launch (Hodges-Lehmann shift): ratio ")
     ref = stats.mannwhitneyu(x, y, alternative="greater", method="exact").pvalue
     assert abs(p.p_value - ref) < 1e-9
     cdf = _exact_u_cdf(6, 7)

@@ -91,6 +91,10 @@ BAD = [
     ("a missing sim_profile", lambda d: _level(d).update(sim_profile="no_such_profile"), "sim_profile"),
     ("a server_args value that is a list", lambda d: _level(d).update(server_args=[["--x"]]),
      "factors.fusion.levels.on.server_args[0]"),
+    # issue 33: an estimand the framework does not know, or one with no test under the design's analysis
+    ("an unknown estimand", lambda d: d["predictions"][0].update(estimand="median"), "predictions[0].estimand"),
+    ("the typical launch under anytime", lambda d: (d["predictions"][1].update(estimand="typical"),
+                                                    d["design"].update(analysis="anytime")), "predictions[1].estimand"),
 ]
 
 
