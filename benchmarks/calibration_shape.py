@@ -1,27 +1,32 @@
-"""Calibration under launch distributions of different shape, and under drift (issue 22).
+"""Calibration under launch distributions of different shape, and under drift (issues 22 and 33).
 
 `benchmarks/calibration.py` draws every condition's launches from one shape (normal, plus slow
 launches shared by all conditions). Real servers make other noise: a slow-launch mode in one
 configuration only, skewed or heavy-tailed launch times, two launch states, an effect that drifts
-during the run, and launches that fail because they are the slowest. Here each scenario's truth is a
-ratio of geometric means over launches of exactly 1 (the estimand; docs/statistics.md, section 1),
-except the issue's drift example, whose average is 0.976 and whose verdict should be inconclusive.
+during the run, and launches that fail because they are the slowest. Here each scenario's ratio of
+geometric means over launches is exactly 1 (docs/statistics.md, section 1), except three normal cells
+with a true effect of 1%, 3% and 10% and the issue-22 drift example (average 0.976), whose verdict
+should be inconclusive.
 
-Every scenario is one `increase` prediction with `min_effect` 0 (level b against the reference a),
-so "supported" (b faster) and "refuted" (b significantly slower) are both wrong. Trial rows are
-drawn as in `calibration.py` (3 measured requests + 1 warm-up per launch, request sd 0.004, launch sd
-0.006, the baseline noise where a slow mode stands out most) and go through the project's own
-analysis, `framework.analysis.verdicts.analyze` and `sequential_look`, under the current rules
-(version 2) and, for comparison, version 1. Designs: fixed Welch at 5 and at 10 launches per
-condition; anytime-valid analysed once at 20 (`design.sequential` off); and anytime-valid with a look
-after every block of 2 up to 20, the run stopping at the first look that decides (not for the drift
-scenarios: a run that stopped before its effect changed has not seen the change).
+Every scenario is one `increase` prediction with `min_effect` 0 (level b against the reference a).
+Trial rows are drawn as in `calibration.py` (3 measured requests + 1 warm-up per launch, request sd
+0.004, launch sd 0.006, the baseline noise where a slow mode stands out most) and go through the
+project's own analysis, `framework.analysis.verdicts.analyze` and `sequential_look`: under rules
+version 4 once per estimand (`mean`, the ratio of geometric means; `typical`, the Hodges-Lehmann shift,
+fixed designs only: it has no anytime-valid test), and under version 2 for its caveats (and version 1
+for the issue's anytime figures). Designs: fixed Welch at 5 and at 10 launches per condition;
+anytime-valid analysed once at 20 (`design.sequential` off); and anytime-valid with a look after every
+block of 2 up to 20, the run stopping at the first look that decides (not for the drift scenarios: a
+run that stopped before its effect changed has not seen the change).
 
-The criterion, per scenario, design and wrong verdict: its rate is at most alpha + 2 MC-SE (the
-SE at alpha), or every such wrong verdict carries a caveat that says why it may be wrong
-(`details.caveats`: rare launch modes unseen, launch distributions of different shape, survivors of
-a loss; docs/statistics.md, section 3). The listing also says how often correct (or merely decided)
-verdicts carry a caveat, so that the price of the marks is visible.
+A verdict is right or wrong against its estimand's truth: the mean's is the scenario's stated log
+effect (0 but for the normal true-effect cells), the typical launch's the median of X - Y over
+launches by Monte Carlo (`typical_truth`); with truth 0 both "supported" and "refuted" are wrong, with
+truth > 0 only "refuted". Printed per scenario, design and estimand: the false-verdict rate, and each
+v4 mark's count on the false and on the right decided verdicts. Checks (issue 33): on normal noise no
+mark fires on more than 10% of the verdicts; on a skewed level at least half of the false verdicts are
+marked (a target that is reported whatever it comes out: a false verdict whose mode did not occur
+cannot be marked, docs/statistics.md, "Marks that inform").
 
     nice -n 10 python benchmarks/calibration_shape.py           # 400 simulations per scenario
     nice -n 10 python benchmarks/calibration_shape.py --quick   # 60: a smoke run
@@ -64,6 +69,13 @@ Offsets = Callable[[int, int, np.random.Generator], np.ndarray]  # (condition, l
 
 def _normal(c: int, n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.normal(0.0, SD, n)
+
+
+def _shifted(effect: float) -> Offsets:
+    """Normal launches, level b shifted by a true log effect."""
+    def gen(c: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.normal(effect if c == 1 else 0.0, SD, n)
+    return gen
 
 
 def _slow_one(prob: float, factor: float, both: bool = False) -> Offsets:
@@ -121,15 +133,21 @@ class Scenario:
     designs: tuple[str, ...] = DESIGNS
     lose_slowest: int = 0  # launches of level b that fail because they are the slowest (per design of 10)
     v1_anytime: bool = False  # also run the anytime design under rules version 1 (the issue's figures)
+    effect: float = 0.0  # level b's true log effect on the ratio of geometric means
+    normal: bool = False  # normal launch noise: no mark should fire on more than 10% of its verdicts
+    skewed: bool = False  # one level skewed: at least half of its false verdicts should be marked
 
 
 def scenarios() -> list[Scenario]:
     return [
-        Scenario("reference: both levels normal", _normal),
-        Scenario("one level slow 3% x0.926 (the profile's)", _slow_one(0.03, 1 / 1.08), v1_anytime=True),
-        Scenario("one level slow 10% x0.8", _slow_one(0.10, 0.8), v1_anytime=True),
+        Scenario("reference: both levels normal", _normal, normal=True),
+        *[Scenario(f"normal, true effect +{e:.0%}", _shifted(math.log(1 + e)), effect=math.log(1 + e), normal=True)
+          for e in (0.01, 0.03, 0.10)],
+        Scenario("one level slow 3% x0.926 (the profile's)", _slow_one(0.03, 1 / 1.08), v1_anytime=True,
+                 skewed=True),
+        Scenario("one level slow 10% x0.8", _slow_one(0.10, 0.8), v1_anytime=True, skewed=True),
         Scenario("both levels slow 3% x0.926", _slow_one(0.03, 1 / 1.08, both=True)),
-        Scenario("one level skewed (slow exponential tail)", _one_level(_skewed)),
+        Scenario("one level skewed (slow exponential tail)", _one_level(_skewed), skewed=True),
         Scenario("one level bimodal (two launch states)", _one_level(_bimodal)),
         Scenario("one level heavy-tailed (t, 3 df)", _one_level(_t3)),
         Scenario("both levels heavy-tailed (t, 3 df)", _one_level(_t3, both=True)),
@@ -166,13 +184,19 @@ def rows_for(h: Any, sc: Scenario, launches: int, rng: np.random.Generator) -> l
     return rows
 
 
-def _outcome(p: Any) -> tuple[str, bool, bool]:
-    """(verdict, carries a caveat, inconclusive because the effect changed)."""
+ESTIMANDS = ("mean", "typical")
+FIXED_ONLY = ("fixed 5", "fixed 10")  # the typical estimand has no anytime-valid test
+MARK_KINDS = ("mode", "skew", "spread", "survivors")  # rules v4's marks (analysis/marks.py)
+Outcome = tuple[str, tuple[str, ...], bool]  # (verdict, the kinds of the marks it carries, drift detected)
+
+
+def _outcome(p: Any) -> Outcome:
     det = p.details or {}
-    return p.verdict, bool(det.get("caveats")), bool((det.get("drift") or {}).get("detected"))
+    return (p.verdict, tuple(sorted(c["kind"] for c in det.get("caveats") or [])),
+            bool((det.get("drift") or {}).get("detected")))
 
 
-def _anytime_path(h: Any, rows: list[dict[str, Any]], ruleset: Any) -> tuple[str, bool, bool]:
+def _anytime_path(h: Any, rows: list[dict[str, Any]], ruleset: Any) -> Outcome:
     looks = ANYTIME_CAP // BLOCK
     for look in range(1, looks + 1):
         n = BLOCK * look
@@ -183,33 +207,75 @@ def _anytime_path(h: Any, rows: list[dict[str, Any]], ruleset: Any) -> tuple[str
     return _outcome(a.predictions[0])
 
 
-def run_one(args: tuple) -> dict[str, Any]:
-    si, index, seed = args
-    sc = scenarios()[si]  # by index: the offset generators are closures, which do not pickle
-    h = cal._two_cell({"kind": "increase", "min_effect": 0.0})
-    out: dict[str, Any] = {}
-    for d in sc.designs:
-        rng = np.random.default_rng([seed, index, DESIGNS.index(d)])
-        if d == "anytime <=20":
-            rows = rows_for(h, sc, ANYTIME_CAP, rng)
-            out[d] = {"v2": _anytime_path(h, rows, RULESETS[2])}
-            if sc.v1_anytime:
-                out[d]["v1"] = _anytime_path(h, rows, RULESETS[1])
-        elif d == "anytime 20":  # design.sequential off: one analysis at 20 launches (the issue's drift example)
-            rows = rows_for(h, sc, ANYTIME_CAP, rng)
-            out[d] = {"v2": _outcome(analyze(h, rows, method="anytime", ruleset=RULESETS[2]).predictions[0]),
-                      "v1": _outcome(analyze(h, rows, method="anytime", ruleset=RULESETS[1]).predictions[0])}
-        else:
-            n = int(d.split()[1])
-            rows = rows_for(h, sc, n, rng)
-            out[d] = {"v2": _outcome(analyze(h, rows, ruleset=RULESETS[2]).predictions[0]),
-                      "v1": _outcome(analyze(h, rows, ruleset=RULESETS[1]).predictions[0])}
+def _analyses(d: str, sc: Scenario) -> list[tuple[str, str]]:
+    """(rules, estimand) pairs a design is analysed under: v4 per estimand, v2 (its caveats) for comparison."""
+    out = [("v4", "mean")] + ([("v4", "typical")] if d in FIXED_ONLY else []) + [("v2", "mean")]
+    if sc.v1_anytime and d.startswith("anytime"):
+        out.append(("v1", "mean"))
     return out
 
 
+def run_one(args: tuple) -> dict[str, Any]:
+    si, index, seed = args
+    sc = scenarios()[si]  # by index: the offset generators are closures, which do not pickle
+    hs = {e: cal._two_cell({"kind": "increase", "min_effect": 0.0, "estimand": e}) for e in ESTIMANDS}
+    rules = {"v4": RULESETS[4], "v2": RULESETS[2], "v1": RULESETS[1]}
+    out: dict[str, Any] = {}
+    for d in sc.designs:
+        rng = np.random.default_rng([seed, index, DESIGNS.index(d)])
+        n = ANYTIME_CAP if d.startswith("anytime") else int(d.split()[1])
+        rows = rows_for(hs["mean"], sc, n, rng)
+        out[d] = {}
+        for r, e in _analyses(d, sc):
+            h, rs = hs[e], rules[r]
+            if d == "anytime <=20":
+                o = _anytime_path(h, rows, rs)
+            elif d == "anytime 20":  # design.sequential off: one analysis at 20 launches
+                o = _outcome(analyze(h, rows, method="anytime", ruleset=rs).predictions[0])
+            else:
+                o = _outcome(analyze(h, rows, ruleset=rs).predictions[0])
+            out[d][f"{r} {e}"] = o
+    return out
+
+
+def typical_truth(sc: Scenario, seed: int) -> float:
+    """The typical launch's true log ratio: the median of X - Y (Hodges-Lehmann's estimand), by Monte Carlo.
+
+    Launch log values as `rows_for` makes them (offset plus the mean of the requests' jitter), 10^6 pairs;
+    returned as 0 when below 1e-4 (the scenarios symmetric about 0 give |median| ~1e-5, its MC error).
+    """
+    rng = np.random.default_rng([seed, 99])
+    runs, n = 50_000, ANYTIME_CAP
+    jit = cal.SD_REQUEST / math.sqrt(cal.REQUESTS)
+    x = np.concatenate([sc.offsets(1, n, rng) for _ in range(runs)]) + rng.normal(0, jit, runs * n)
+    y = np.concatenate([sc.offsets(0, n, rng) for _ in range(runs)]) + rng.normal(0, jit, runs * n)
+    med = float(np.median(x - rng.permutation(y)))
+    return med if abs(med) >= 1e-4 else 0.0
+
+
+def _truth(sc: Scenario, estimand: str, typical: float) -> float | None:
+    """The true log ratio under the estimand; None where no verdict is right (the issue's drift example)."""
+    if sc.name.startswith("drift: the issue"):
+        return None
+    return sc.effect if estimand == "mean" else typical
+
+
+def _wrong(verdict: str, truth: float | None) -> bool:
+    """Is a decided verdict of `increase` (min_effect 0) wrong? supported needs truth > 0, refuted < 0."""
+    if truth is None or truth == 0.0:
+        return verdict != "inconclusive"
+    return verdict == ("refuted" if truth > 0 else "supported")
+
+
 def _rate(xs: list[bool]) -> tuple[float, float]:
-    p = sum(xs) / len(xs)
-    return p, math.sqrt(max(p * (1 - p), 1e-12) / len(xs))
+    p = sum(xs) / len(xs) if xs else 0.0
+    return p, math.sqrt(max(p * (1 - p), 1e-12) / max(len(xs), 1))
+
+
+def _share(outs: list[Outcome], kind: str | None) -> str:
+    """How many of these verdicts carry the mark `kind` (None: any mark), as 'k/n'."""
+    k = sum(bool(o[1]) if kind is None else kind in o[1] for o in outs)
+    return f"{k}/{len(outs)}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,44 +288,53 @@ def main(argv: list[str] | None = None) -> int:
     bound = ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / n_sims)
     t0 = time.time()
     print(f"calibration under launch-distribution shape and drift: alpha={ALPHA}, one increase prediction "
-          f"(min_effect 0), true ratio of geometric means 1 (except the issue's drift, 0.976); launch sd {SD}, "
-          f"request sd {cal.SD_REQUEST}, {cal.REQUESTS} requests + {cal.WARMUP} warm-up; seed {SEED}; "
-          f"{n_sims} simulations per scenario; {args.workers} worker(s)")
-    print(f"each cell: rate ± MC SE; 'marked' = share of those verdicts carrying a caveat; criterion per wrong "
-          f"verdict: rate <= {bound:.4f} (alpha + 2 SE) or every one marked\n")
+          f"(min_effect 0); launch sd {SD}, request sd {cal.SD_REQUEST}, {cal.REQUESTS} requests + {cal.WARMUP} "
+          f"warm-up; seed {SEED}; {n_sims} simulations per scenario; {args.workers} worker(s)")
+    print("per design and estimand (rules v4): 'false' = P(wrong decided verdict) ± MC SE (supported and refuted); "
+          "then each mark's count on false | true decided verdicts; 'v2 caveats' = the share of v2's decided "
+          "verdicts carrying a caveat. Truth: mean = the ratio of geometric means (1, or the stated effect); "
+          "typical = the median of X - Y over launches (Monte Carlo)\n")
     checks: list[tuple[str, bool, str]] = []
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         for si, sc in enumerate(scenarios()):
             jobs = [(si, i, SEED + si) for i in range(n_sims)]
             res = list(pool.map(run_one, jobs, chunksize=max(1, n_sims // (8 * args.workers))))
-            print(sc.name, flush=True)
+            typ = typical_truth(sc, SEED + si)
+            print(f"{sc.name}  (log truth: mean {sc.effect:+.4f}, typical {typ:+.4f})", flush=True)
             for d in sc.designs:
-                v2 = [r[d]["v2"] for r in res]
-                parts = []
-                for wrong in ("supported", "refuted"):
-                    hit = [o for o in v2 if o[0] == wrong]
-                    rate = _rate([o[0] == wrong for o in v2])
-                    marked = sum(o[1] for o in hit)
-                    parts.append(f"{wrong} {rate[0]:.3f}±{rate[1]:.3f} (marked {marked}/{len(hit)})")
-                    if not sc.name.startswith("drift: the issue"):
-                        ok = rate[0] <= bound or marked == len(hit)
-                        how = (f"{rate[0]:.4f} <= {bound:.4f}" if rate[0] <= bound else
-                               f"{rate[0]:.4f} > {bound:.4f}, marked {marked}/{len(hit)}")
-                        checks.append((f"{sc.name}, {d}: P({wrong})", ok, how))
-                decided = [o for o in v2 if o[0] != "inconclusive"]
-                drifted = _rate([o[2] for o in v2])
-                parts.append(f"decided & marked {sum(o[1] for o in decided)}/{len(decided)}")
-                parts.append(f"drift detected {drifted[0]:.3f}")
-                line = f"  {d:13s} v2: " + "; ".join(parts)
-                if "v1" in res[0][d]:
-                    v1 = [r[d]["v1"] for r in res]
-                    s1, r1 = _rate([o[0] == "supported" for o in v1]), _rate([o[0] == "refuted" for o in v1])
-                    line += f"  | v1: supported {s1[0]:.3f}±{s1[1]:.3f}, refuted {r1[0]:.3f}±{r1[1]:.3f}"
-                print(line, flush=True)
-                if sc.name.startswith("drift: the issue"):
-                    dec = _rate([o[0] != "inconclusive" for o in v2])
-                    checks.append((f"{sc.name}, {d}: P(decided) under drift", dec[0] <= bound,
-                                   f"{dec[0]:.4f} <= {bound:.4f}"))
+                for key in res[0][d]:
+                    rules, e = key.split()
+                    outs = [r[d][key] for r in res]
+                    truth = _truth(sc, e, typ)
+                    decided = [o for o in outs if o[0] != "inconclusive"]
+                    false = [o for o in decided if _wrong(o[0], truth)]
+                    true = [o for o in decided if not _wrong(o[0], truth)]
+                    sup, ref = _rate([o[0] == "supported" for o in outs]), _rate([o[0] == "refuted" for o in outs])
+                    fr = _rate([o in false for o in outs]) if truth is not None else None
+                    head = f"  {d:13s} {rules} {e:8s}"
+                    if rules != "v4":
+                        print(f"{head}: supported {sup[0]:.3f}±{sup[1]:.3f}, refuted {ref[0]:.3f}±{ref[1]:.3f}; "
+                              f"caveat on {_share(decided, None)} decided", flush=True)
+                        continue
+                    marks = " ".join(f"{k} {_share(false, k)}|{_share(true, k)}" for k in MARK_KINDS
+                                     if any(k in o[1] for o in decided))
+                    ftxt = f"false {fr[0]:.3f}±{fr[1]:.3f}" if fr else "no right verdict"
+                    print(f"{head}: {ftxt} (supported {sup[0]:.3f}, refuted {ref[0]:.3f}); any mark "
+                          f"{_share(false, None)}|{_share(true, None)}" + (f"; {marks}" if marks else ""),
+                          flush=True)
+                    for k in MARK_KINDS if sc.normal else ():  # normal noise: each mark on at most 10%
+                        r = _rate([k in o[1] for o in outs])
+                        if r[0] > 0:
+                            checks.append((f"{sc.name}, {d}, {e}: mark {k} on normal-noise verdicts",
+                                           r[0] <= 0.10, f"{r[0]:.4f} <= 0.10"))
+                    if sc.skewed and false:
+                        share = sum(bool(o[1]) for o in false) / len(false)
+                        checks.append((f"{sc.name}, {d}, {e}: false verdicts marked", share >= 0.5,
+                                       f"{share:.3f} >= 0.5 ({_share(false, None)})"))
+                    if sc.name.startswith("drift: the issue"):
+                        dec = _rate([o[0] != "inconclusive" for o in outs])
+                        checks.append((f"{sc.name}, {d}: P(decided) under drift", dec[0] <= bound,
+                                       f"{dec[0]:.4f} <= {bound:.4f}"))
     cal.print_checks(checks, t0)
     return 0
 

@@ -112,7 +112,8 @@ def _shape(dec: decisions.Decision, cells: list[Condition], logs: dict[int, list
                      + "; the t-based interval is then an approximation at this many launches")}
 
 
-def _survivors(data: dict[int, ConditionData], cells: list[Condition]) -> dict[str, Any] | None:
+def survivors(data: dict[int, ConditionData], cells: list[Condition]) -> dict[str, Any] | None:
+    """The survivors caveat when a compared condition lost more than SURVIVOR_SHARE (also a v4 mark)."""
     near = []
     for c in cells:
         loss = losses(data[c.index])
@@ -134,5 +135,5 @@ def caveats(dec: decisions.Decision, cells: list[Condition], data: dict[int, Con
     if dec.verdict == "inconclusive" or "log_ci" not in dec.details:
         return []
     logs = {c.index: data[c.index].logs(exclude)[1] for c in cells}
-    found = [_rare(dec, cells, logs), _shape(dec, cells, logs, a, method), _survivors(data, cells)]
+    found = [_rare(dec, cells, logs), _shape(dec, cells, logs, a, method), survivors(data, cells)]
     return [c for c in found if c is not None]

@@ -662,3 +662,25 @@ def workload_spans(rows: list[dict[str, Any]]) -> dict[int, float]:
         if hi > lo:
             per.setdefault(cond_of[lid], []).append(hi - lo)
     return {c: sum(v) / len(v) for c, v in per.items() if v}
+
+
+MODE_SHARES = (0.10, 0.05, 0.03, 0.01)  # the shares `plan` lists: fixed, round numbers
+MODE_CONFIDENCE = 0.95
+
+
+def launches_to_see_mode(share: float, confidence: float = MODE_CONFIDENCE) -> int:
+    """Launches a condition needs to show a launch mode of this share at least once with this probability.
+
+    P(seen in n) = 1 - (1 - p)^n >= confidence  <=>  n >= log(1 - confidence) / log(1 - p).
+    Why: under the mean estimand a mode none of the launches showed moves the ratio unseen.
+    """
+    if not 0 < share < 1:
+        raise ValueError(f"a mode's share is in (0, 1) (got {share})")
+    return math.ceil(math.log(1 - confidence) / math.log(1 - share) - 1e-12)
+
+
+def mode_shares(assumed: float = 0.0) -> list[tuple[float, int]]:
+    """(share, launches to see it with probability 0.95) for the listed shares and an assumed mode's share."""
+    shares = sorted({*MODE_SHARES, *([assumed] if 0 < assumed < 1 else [])}, reverse=True)
+    return [(p, launches_to_see_mode(p)) for p in shares]
+

@@ -15,7 +15,7 @@ import math
 import zlib
 from typing import Any
 
-from framework.analysis import caveats, drift, machines
+from framework.analysis import caveats, drift, machines, marks
 from framework.analysis.launches import loss_text, losses
 from framework.analysis.models import PredictionResult, Verdict
 from framework.analysis.rows import ConditionData, GroupedRows
@@ -38,6 +38,20 @@ LOSS_LIMIT = 0.2
 # Zero observed spread (rules version 2): launch means that agree to the measurement's resolution
 # (framework.stats.shape.RESOLUTION, one part in a million) have no measured spread.
 SPREAD_FLOOR = shape.RESOLUTION
+
+
+TYPICAL_UNDECIDABLE = ("the typical launch (estimand typical) has no machine-level or anytime-valid test: decide it "
+                       "on one machine under a fixed design, or use estimand mean")
+# What a verdict under each estimand covers and what no test at these launch counts can see (rules v4: said
+# once, in details.estimand, not as a mark; docs/statistics.md, "Estimands")
+COVERS = {
+    "mean": ("the ratio of geometric means over launches; a launch mode that none of the n launches showed can "
+             "move it, and n launches see a mode of share p with probability 0.95 only when "
+             "n >= log 0.05 / log(1 - p) (plan prints it)"),
+    "typical": ("the typical launch: the Hodges-Lehmann shift of log launch values (the median of the pairwise "
+                "differences), which a mode of small share moves by little; it says nothing about the mean "
+                "over launches"),
+}
 
 
 def _seed(seed: int, pid: str) -> list[int]:
@@ -127,8 +141,13 @@ def decide(h: Hypothesis, p: Any, data: dict[int, ConditionData], conds: list[Co
     fleet = _fleet(data, cells, [1, -1], exclude, method, ruleset)
     if isinstance(fleet, decisions.Decision):
         return fleet, cells
-    if fleet is not None:
-        eff: effects.LogEffect = fleet
+    typical = getattr(p, "estimand", "mean") == "typical"
+    if typical and (fleet is not None or method == "anytime"):
+        return decisions.Decision("inconclusive", TYPICAL_UNDECIDABLE), cells
+    if typical:  # the typical launch: Hodges-Lehmann shift, Moses interval, Mann-Whitney test (any fixed method)
+        eff: effects.LogEffect = effects.hodges_lehmann(x, y)
+    elif fleet is not None:
+        eff = fleet
     elif method == "anytime":
         eff_any, why = _anytime_effect([data[treat.index].by_block(exclude), data[base.index].by_block(exclude)],
                                        [1, -1])
@@ -228,9 +247,18 @@ def comparison_result(h: Hypothesis, p: Any, rows: GroupedRows, flagged: dict[in
     found_drift = None
     if ruleset.drift_check and "log_ci" in dec.details:  # a decision from an effect, not a missing-data reason
         dec, found_drift = drift.apply(dec, drift.contrasts_of(data, cells), a)
-    notes = caveats.caveats(dec, cells, data, a, method) if ruleset.caveats else []
-    reason = dec.reason
+    estimand = getattr(p, "estimand", "mean")
+    if ruleset.informative_marks:
+        notes = marks.marks(dec, cells, data)
+    else:
+        notes = caveats.caveats(dec, cells, data, a, method) if ruleset.caveats else []
+    typical = estimand == "typical" and "log_ci" in dec.details  # a decision from the effect, not a missing-data one
+    reason = ("the typical launch (Hodges-Lehmann shift): " if typical else "") + dec.reason
     det = dict(dec.details)
+    if ruleset.informative_marks:
+        det["estimand"] = {"name": estimand, "covers": COVERS[estimand]}
+    elif estimand != "mean":
+        det["estimand"] = {"name": estimand}
     if found_drift is not None:
         det["drift"] = found_drift
     mach = det.get("machine") if isinstance(det.get("machine"), dict) else None

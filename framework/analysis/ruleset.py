@@ -60,6 +60,11 @@ class RuleSet:
     # came in one read keeps its decode, so with `ratio_rates` a launch's TPOT is sum(e2e - ttft) / sum(n - 1)
     # over all of its requests and losing the fast ones cannot move it (docs/workloads.md).
     field_decode: bool = False
+    # Marks that inform (analysis/marks.py; statistics.md, "Marks that inform"): v2's rare-mode and shape
+    # caveats are replaced by marks that fire on evidence (a launch mode in one condition, skewness or unequal
+    # spreads beyond chance) where a mode of the size seen could carry the verdict across its threshold; the
+    # record states once what no test can see (`details.estimand`). They change the reason, never the verdict.
+    informative_marks: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
@@ -69,7 +74,7 @@ _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "
 _V3 = {**_V2, "machine_effect": True, "client_marks": True}
 
 # version 4 (framework 0.3.0): version 3 plus the switches CHANGELOG.md lists under rules version 4
-_V4 = {**_V3, "window_edge": True, "anytime_machines": True, "field_decode": True}
+_V4 = {**_V3, "window_edge": True, "anytime_machines": True, "field_decode": True, "informative_marks": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),

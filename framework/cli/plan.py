@@ -23,6 +23,7 @@ from framework.analysis.planning import (
     PlanRow,
     anytime_cap,
     launches_for_hypothesis,
+    mode_shares,
     pilot_assumptions,
     plan,
     plan_anytime,
@@ -109,6 +110,7 @@ def main(args: list[str]) -> int:
         any_plan = plan_anytime(h, **assumptions, requests=d.requests, warmup=d.warmup, power=power, alpha=d.alpha,
                                 block=d.sequential.block, at_least=design_cap or 0)
         print_anytime_plan(make_console(), h, any_plan, source, d)
+        print_modes(make_console(), assumptions)
         return EXIT_OK
     rows = plan(h, **assumptions, requests=d.requests, warmup=d.warmup, power=power, alpha=d.alpha)
     console = make_console()
@@ -120,7 +122,19 @@ def main(args: list[str]) -> int:
                       if refuted else f"the twin expects no prediction of {h.name} to be refuted on this deployment")
     pilot_rows = read_trials(Path(kv["pilot"]) / "trials.jsonl") if "pilot" in kv else None
     print_fleet(make_console(), h, kv, d, assumptions, pilot_rows, power)
+    print_modes(make_console(), assumptions)
     return EXIT_OK
+
+
+def print_modes(console: Console, assumptions: dict[str, Any]) -> None:
+    """The launches a condition needs to see a launch mode of share p with probability 0.95 (statistics.md)."""
+    prob = float(assumptions.get("slow_launch_prob") or 0.0)
+    listed = ", ".join(f"{p:.0%} -> {n}" + (" (the assumed slow mode)" if p == prob else "")
+                       for p, n in mode_shares(prob))
+    console.print(escape(f"launch modes: a condition shows a mode of share p at least once with probability 0.95 "
+                         f"from n = ceil(log 0.05 / log(1 - p)) launches: {listed}; under estimand mean a mode "
+                         f"that no launch showed can move the verdict unseen, estimand typical is barely moved "
+                         f"by it (docs/statistics.md, Estimands)"), highlight=False)
 
 
 def _positive(kv: dict[str, str], key: str, kind: type) -> Any:

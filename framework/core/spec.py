@@ -32,6 +32,7 @@ from framework.core.vocabulary import AnalysisMethod, FailureClass
 from framework.core.workload import Workload
 from framework.errors import SpecError
 
+Estimand = Literal["mean", "typical"]
 METRICS: dict[str, str] = {**REQUEST_METRICS, **LAUNCH_METRICS}  # plus <metric>.<stat>: framework.core.metrics
 
 
@@ -123,6 +124,10 @@ class _Comparison(_Strict):
     level: str
     where: dict[str, str] = {}
     note: str = ""
+    # what the comparison is about (docs/statistics.md, "Estimands"): `mean`, the ratio of geometric means over
+    # launches (sensitive to a rare launch mode); `typical`, the typical launch's ratio (the Hodges-Lehmann shift
+    # of log launch values, with the Moses interval and the Mann-Whitney test: a rare mode barely moves it)
+    estimand: Estimand = "mean"
 
 
 class Equivalent(_Comparison):
@@ -344,10 +349,16 @@ def check_hypothesis(h: Hypothesis) -> list[tuple[str, str]]:
             if p.by in factors and (p.by_reference or factors[p.by].reference) == p.by_level:
                 problems.append((f"{base}.by_level", "by_level and by_reference must differ"))
             pinned.add(p.by)
+        if getattr(p, "estimand", "mean") == "typical" and h.design.analysis == "anytime":
+            problems.append((f"{base}.estimand", TYPICAL_NOT_ANYTIME))
         free = sorted(set(factors) - pinned)
         if free:
             problems.append((f"{base}.where", f"factor(s) {free} must be pinned to one level with where"))
     return problems
+
+
+TYPICAL_NOT_ANYTIME = ("estimand typical has no anytime-valid test; use design.analysis welch, rank or bootstrap "
+                       "(each decides it with the Hodges-Lehmann shift), or estimand mean")
 
 
 def effective_reference(h: Hypothesis, p: Interaction) -> str:

@@ -18,7 +18,15 @@ from pydantic import ValidationError
 from framework.analysis.planning import anytime_cap, anytime_launch_floor
 from framework.analysis.search import confirm_hypothesis, grid_hypothesis
 from framework.core import walltime
-from framework.core.spec import Design, Experiment, Hypothesis, load_experiment, load_hypothesis, validate_model
+from framework.core.spec import (
+    TYPICAL_NOT_ANYTIME,
+    Design,
+    Experiment,
+    Hypothesis,
+    load_experiment,
+    load_hypothesis,
+    validate_model,
+)
 from framework.errors import BackendConfigError, ConfigError, SpecError
 from framework.execution import adapters
 from framework.execution.backends import Backend, BackendSettings
@@ -150,6 +158,8 @@ def resolve_config(cfg: DictConfig, *, search: bool = False) -> Resolved:
         raise SpecError(h_path, "factors", f"{h.name} declares a search and no factors: run it with "
                                            f"python -m framework search hypothesis={h.name}")
     d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
+    if d.analysis == "anytime" and any(getattr(p, "estimand", "mean") == "typical" for p in h.predictions):
+        raise ConfigError("command line", "design.analysis", TYPICAL_NOT_ANYTIME)
     grid = None
     if search:
         h = h.model_copy(update={"design": d})

@@ -107,3 +107,16 @@ def test_the_sims_measurement_noise_enters_the_plan_from_the_profile():
     # without it the same plan is 9 launches per condition (tests/cli/test_cli.py, plan with probe=false)
     assert rows[0].launches_per_condition > 9
     assert "measurement noise" in source and "between launches 0.50%" in source
+
+
+def test_launches_to_see_a_mode_with_probability_095():
+    import math
+
+    from framework.analysis.planning import launches_to_see_mode, mode_shares
+
+    for p in (0.5, 0.1, 0.03, 0.01, 0.001):
+        n = launches_to_see_mode(p)
+        assert 1 - (1 - p) ** n >= 0.95 > 1 - (1 - p) ** (n - 1)  # the smallest such n
+        assert n == math.ceil(math.log(0.05) / math.log(1 - p))
+    assert [n for _, n in mode_shares()] == [29, 59, 99, 299]
+    assert (0.2, 14) in mode_shares(0.2)

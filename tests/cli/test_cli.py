@@ -45,6 +45,9 @@ def test_plan_prints_launches_time_and_the_sequential_cap(workdir):
     assert "whole hypothesis: 9 launches per condition" in text
     assert "blocks of 2 up to 10 launches per condition (5 looks, inflation factor 1.033" in text
     assert "measurement noise" not in text
+    # the launches to see a mode of share p with probability 0.95: ceil(log 0.05 / log(1 - p))
+    assert "from n = ceil(log 0.05 / log(1 - p)) launches: 10% -> 29, 5% -> 59, 3% -> 99" in text
+    assert "1% -> 299" in text
 
 
 def _bad_hypothesis(workdir: Path, edit) -> list[str]:
@@ -88,6 +91,10 @@ BAD = [
     ("a missing sim_profile", lambda d: _level(d).update(sim_profile="no_such_profile"), "sim_profile"),
     ("a server_args value that is a list", lambda d: _level(d).update(server_args=[["--x"]]),
      "factors.fusion.levels.on.server_args[0]"),
+    # issue 33: an estimand the framework does not know, or one with no test under the design's analysis
+    ("an unknown estimand", lambda d: d["predictions"][0].update(estimand="median"), "predictions[0].estimand"),
+    ("the typical launch under anytime", lambda d: (d["predictions"][1].update(estimand="typical"),
+                                                    d["design"].update(analysis="anytime")), "predictions[1].estimand"),
 ]
 
 

@@ -159,3 +159,19 @@ def test_design_sequential_true_in_yaml_means_what_the_command_line_form_means(t
     assert h.design.sequential.block == 2 and h.design.sequential.max_launches is None
     nested = load_hypothesis(mutate(tmp_path, lambda d: d["design"].update(sequential={"enabled": switch})))
     assert nested.design == h.design
+
+
+def test_estimand_is_mean_by_default_typical_on_request_and_checked(tmp_path):
+    assert load_hypothesis(mutate(tmp_path, lambda d: None)).predictions[0].estimand == "mean"
+    h = load_hypothesis(mutate(tmp_path, lambda d: d["predictions"][0].update(estimand="typical")))
+    assert h.predictions[0].estimand == "typical"
+    with pytest.raises(SpecError, match="'mean' or 'typical'") as info:
+        load_hypothesis(mutate(tmp_path, lambda d: d["predictions"][0].update(estimand="median")))
+    assert info.value.field == "predictions[0].estimand"
+    with pytest.raises(SpecError, match="no anytime-valid test") as info:
+        load_hypothesis(mutate(tmp_path, lambda d: (d["predictions"][1].update(estimand="typical"),
+                                                    d["design"].update(analysis="anytime"))))
+    assert info.value.field == "predictions[1].estimand"
+    with pytest.raises(SpecError) as info:  # an interaction has no rank test: the field is not one of its fields
+        load_hypothesis(mutate(tmp_path, lambda d: d["predictions"][2].update(estimand="typical")))
+    assert "estimand" in info.value.field

@@ -47,4 +47,6 @@ def test_the_main_job_repeats_its_estimates_for_seed_1(workdir: Path) -> None:
         assert first_difference([old[pid].estimate, old[pid].ci, old[pid].p_value],
                                 [want["estimate"], want["ci"], want["p_value"]]) is None, pid
         assert close(got[pid]["estimate"], V2_ESTIMATES[pid]), pid  # and today's rules repeat themselves
+    # rules v4's marks fire on evidence that could carry a verdict across its threshold: the main job has none
+    assert [p.get("marks") for p in verdict["predictions"]] == [[], [], []]
     assert no_servers_left(workdir)
