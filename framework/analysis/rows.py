@@ -176,7 +176,7 @@ def collect(h: Hypothesis, distinct: list[dict[str, Any]], rules: RuleSet | None
     if rules.launch_end_fails:
         launch_rows = _ended(launch_rows, distinct)
     gone = _superseded(launch_rows)
-    machine_of = launch_machines(distinct)
+    machine_of = launch_machines(distinct, rules.machine_by_hardware)
     for r in launch_rows:
         if r["launch_id"] in gone:
             data[r["condition"]].superseded.append(r["launch_id"])

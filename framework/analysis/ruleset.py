@@ -47,6 +47,9 @@ class RuleSet:
     # rows: saturated, or a read bias that stretches the interval across a threshold) is marked UNRELIABLE
     # beside it (analysis/bias.py); the verdict itself is unchanged.
     client_marks: bool = False
+    # A machine is what its hardware says (framework.core.machine.hardware_of: GPU UUIDs, else host and CPU),
+    # not its label: two labels over one host, CPU and GPUs are one machine, named by both labels (issue 31).
+    machine_by_hardware: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
@@ -56,7 +59,7 @@ _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "
 _V3 = {**_V2, "machine_effect": True, "client_marks": True}
 
 # version 4 (framework 0.3.0): version 3 plus the switches CHANGELOG.md lists under rules version 4
-_V4 = {**_V3}
+_V4 = {**_V3, "machine_by_hardware": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),

@@ -154,3 +154,26 @@ def test_machine_means_match_a_mixed_model_on_a_balanced_fleet():
     assert p.details["log_estimate"] == pytest.approx(fit.fe_params["treat"], abs=1e-6)
     assert p.details["se"] == pytest.approx(fit.bse_fe["treat"], rel=0.1)
     assert p.details["df"] == 7
+
+
+def test_rules_v4_count_machines_by_hardware_and_name_the_labels(eagle):
+    """Issue 31: two labels over one host's hardware are one machine under rules version 4 (a fleet of one,
+    decided as one machine's launches), while version 3 keeps deciding the same rows as two machines."""
+    from framework.core.machine import identity
+    rows = on_machines(simulate(eagle, SEED_MEANS, launches=6, sd_request=EAGLE_SD, seed=2), 2, sd_effect=0.05,
+                       seed=3)
+    rows = [{**r, "machine": identity("vm", "AMD EPYC", [], label="ab"[int(r["machine"]["id"][-1])])}
+            if r["kind"] == "launch" else r for r in rows]
+    v2, v3, v4 = (analyze(eagle, rows, ruleset=RULESETS[v]) for v in (2, 3, 4))
+    assert v3.details["population"]["machines"] == 2 and "labels_by_machine" not in v3.details["population"]
+    assert v3.predictions[1].details["population"] == "2 machines" and v3.predictions[1].details["df"] == 1
+    pop = v4.details["population"]
+    assert pop["scope"] == "this machine" and pop["machines"] == 1
+    assert list(pop["labels_by_machine"].values()) == [["a", "b"]]
+    assert "labels a, b name one machine" in pop["labels_note"]
+    for p2, p4 in zip(v2.predictions, v4.predictions, strict=True):  # one machine: the launch-level analysis
+        assert (p4.verdict, p4.estimate, p4.ci) == (p2.verdict, p2.estimate, p2.ci)
+    # two hosts stay two machines under version 4, whatever their labels
+    apart = [{**r, "machine": identity(f"host-{r['machine']['label']}", "AMD EPYC", [], label="same")}
+             if r["kind"] == "launch" else r for r in rows]
+    assert analyze(eagle, apart, ruleset=RULESETS[4]).details["population"]["machines"] == 2
