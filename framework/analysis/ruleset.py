@@ -50,6 +50,10 @@ class RuleSet:
     # A machine is what its hardware says (framework.core.machine.hardware_of: GPU UUIDs, else host and CPU),
     # not its label: two labels over one host, CPU and GPUs are one machine, named by both labels (issue 31).
     machine_by_hardware: bool = False
+    # What a condition lost names why its failed requests failed, by error class (`losses.censored_why`:
+    # connection refused, stream cut, ...), so a dead server reads as gone, not as cutting streams (issue 31).
+    # It changes the reason, never the verdict.
+    loss_causes: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
@@ -59,7 +63,7 @@ _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "
 _V3 = {**_V2, "machine_effect": True, "client_marks": True}
 
 # version 4 (framework 0.3.0): version 3 plus the switches CHANGELOG.md lists under rules version 4
-_V4 = {**_V3, "machine_by_hardware": True}
+_V4 = {**_V3, "machine_by_hardware": True, "loss_causes": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),

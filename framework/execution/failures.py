@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 import signal
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
-from framework.core.vocabulary import FailureClass
+from framework.core.vocabulary import LAUNCH_LOST_REQUEST, FailureClass
 
 Patterns = Sequence[tuple[str, str]]  # (class, regular expression), tried in order on each line
 
@@ -155,6 +155,31 @@ def classify(
     if exit_code is not None and exit_code < 0:
         return Failure("killed", _signal_line(exit_code), exit_code, summary)
     return Failure("exited", evidence, exit_code, summary)
+
+
+def lost_requests(lost: dict[str, Any]) -> Failure | None:
+    """A launch whose requests were lost while it was measured, and its server did not exit: its failure.
+
+    `lost`: {sent, classes: {request error class: n}, first: (class, error), first_refused: error}. Refused
+    connections (`connection_refused`) mean nothing listened at the server's address: the server is gone (a
+    dead endpoint, or a process that closed its port), so they name the launch, whichever request was lost
+    first, and the summary says so rather than that the server stayed up. Otherwise the class is the first
+    lost request's (framework.core.vocabulary.LAUNCH_LOST_REQUEST), the line its error.
+    """
+    if not lost.get("first"):
+        return None
+    classes: dict[str, int] = lost.get("classes") or {}
+    counts = ", ".join(f"{n} {c}" for c, n in sorted(classes.items()))
+    n = sum(classes.values())
+    refused = classes.get("connection_refused", 0)
+    if refused:
+        line = lost.get("first_refused") or lost["first"][1]
+        return Failure("connection_refused", line,
+                       summary=f"the server is gone, not cutting streams: {refused} connection(s) refused (nothing "
+                               f"listened at its address); {n} of {lost['sent']} requests lost ({counts})")
+    cls, line = lost["first"]
+    return Failure(LAUNCH_LOST_REQUEST[cls], line,  # type: ignore[arg-type]
+                   summary=f"{n} of {lost['sent']} requests lost while the server stayed up ({counts})")
 
 
 def _signal_line(exit_code: int) -> str:

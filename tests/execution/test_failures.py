@@ -6,7 +6,7 @@ import pytest
 
 from framework.core.vocabulary import FAILURE_CLASSES
 from framework.execution.backends import BACKENDS
-from framework.execution.failures import classify, strip_help
+from framework.execution.failures import classify, lost_requests, strip_help
 from framework.execution.launcher import OOM_KILL_NOTE
 
 VLLM = BACKENDS["vllm"].failure_patterns
@@ -108,3 +108,20 @@ def test_the_launchers_summary_leads_the_message():
     timeout = classify(None, ["loading"], timed_out=True, summary="server not ready after 12 s (no 200 from /health)")
     assert timeout.message().startswith("ready_timeout: server not ready after 12 s")
 
+
+
+def test_refused_connections_name_the_launch_the_server_is_gone():
+    """Issue 31: a dead endpoint's one cut stream and 394 refusals were "395 of 400 requests lost while the
+    server stayed up" (stream_cut, the first lost request's class)."""
+    lost = {"sent": 400, "classes": {"stream_cut": 1, "connection_refused": 394},
+            "first": ("stream_cut", "stream ended before the request finished (3 tokens received)"),
+            "first_refused": "ClientConnectorError: Cannot connect to host 127.0.0.1:9 [Connect call failed]"}
+    f = lost_requests(lost)
+    assert f is not None and f.cls == "connection_refused" and f.line == lost["first_refused"]
+    assert "394 connection(s) refused" in f.message() and "the server is gone, not cutting streams" in f.message()
+    assert "stayed up" not in f.message() and "395 of 400 requests lost" in f.message()
+    assert f.message().startswith("connection_refused: the server is gone")
+    cut = lost_requests({"sent": 9, "classes": {"stream_cut": 2}, "first": ("stream_cut", "stream ended")})
+    assert cut is not None and cut.cls == "stream_cut" and "while the server stayed up (2 stream_cut)" in cut.message()
+    assert lost_requests({"sent": 9, "classes": {}, "first": None}) is None
+    assert "connection_refused" in FAILURE_CLASSES

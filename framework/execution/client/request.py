@@ -7,7 +7,7 @@ their JSON; nothing else runs per token until the stream has ended.
 
 The measurement is a RequestRow (framework.core.trials), not yet stamped by its launch. Errors and streams cut
 mid-way become failed results with a reason (`error_class`: http_error, context_length, timeout, stream_cut,
-malformed_stream, connection or cancelled); nothing is dropped silently.
+malformed_stream, connection, connection_refused or cancelled); nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from framework.core.workload import (
     Endpoint,
     Workload,
 )
+from framework.execution.client.refusal import refused
 from framework.execution.client.stream import ChunkReader, MalformedEvent, StreamParser, clock_figures
 
 
@@ -191,7 +192,8 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
         error = f"stream ended before the request finished ({sum(tokens)} tokens received): {exc}"
         error_class = "stream_cut"
     except (aiohttp.ClientError, OSError) as exc:
-        error, error_class = f"{type(exc).__name__}: {exc}", "connection"
+        error_class = "connection_refused" if refused(exc) else "connection"  # nothing listened: the server is gone
+        error = ("connection refused: " if error_class == "connection_refused" else "") + f"{type(exc).__name__}: {exc}"
     e2e = time.perf_counter() - t0
     meta = parser.meta
     completion = None
