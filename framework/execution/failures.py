@@ -137,23 +137,30 @@ def classify(
     it had answered its health route and then exited (the measured requests died with it). An
     exit during start-up is classified by the log; exit code 2 with an argparse `error:` line is a
     bad flag even when no pattern knows the wording; a negative code is the signal that ended it.
+
+    A process ended by a signal shows the signal as its evidence (`signal_evidence`: "ended by SIGKILL
+    (signal 9)"), then the log's last cause: a line a pattern matched, else its last error-looking line
+    that is not a warning (issue 31: a killed vLLM showed its start-up WARNING about the ulimit instead).
     """
+    signalled = not timed_out and exit_code is not None and exit_code < 0
+    if signalled:  # the signal is the evidence; a warning it cut short is not its cause
+        found = match_line(_not_warnings(log_lines), patterns)
+        cause = found[1] if found else _last_errorish(_not_warnings(log_lines), fallback=False)
+        line = signal_evidence(exit_code, cause)  # type: ignore[arg-type]
+        cls = "crash_after_ready" if after_ready else (found[0] if found else "killed")
+        return Failure(cls, line, exit_code, summary)  # type: ignore[arg-type]
     found = match_line(log_lines, patterns)
     evidence = found[1] if found else (_last_errorish(log_lines) or "no log output")
     if timed_out:
         return Failure("ready_timeout", evidence, None, summary)
-    if after_ready:  # a signal with no telling line shows as the signal, not as the last (INFO) line of the log
-        telling = found is not None or _last_errorish(log_lines, fallback=False) is not None
-        line = evidence if telling or exit_code is None or exit_code >= 0 else _signal_line(exit_code)
-        return Failure("crash_after_ready", line, exit_code, summary)
+    if after_ready:
+        return Failure("crash_after_ready", evidence, exit_code, summary)
     if found:
         return Failure(found[0], found[1], exit_code, summary)  # type: ignore[arg-type]
     if exit_code == 2:
         argparse_line = next((ln.strip() for ln in reversed(log_lines) if _ARGPARSE_ERROR.match(ln.strip())), None)
         if argparse_line:
             return Failure("bad_flag", argparse_line, exit_code, summary)
-    if exit_code is not None and exit_code < 0:
-        return Failure("killed", _signal_line(exit_code), exit_code, summary)
     return Failure("exited", evidence, exit_code, summary)
 
 
@@ -182,11 +189,28 @@ def lost_requests(lost: dict[str, Any]) -> Failure | None:
                    summary=f"{n} of {lost['sent']} requests lost while the server stayed up ({counts})")
 
 
+_WARNING = re.compile(r"\bWARN(ING)?\b|\bwarnings?\.warn|UserWarning|FutureWarning|DeprecationWarning")
+
+
+def _not_warnings(lines: Sequence[str]) -> list[str]:
+    """The log without its warning lines: a warning is printed and survived, so it is not why a process died."""
+    return [ln for ln in lines if not _WARNING.search(ln)]
+
+
 def _signal_line(exit_code: int) -> str:
-    """A negative exit code as the signal that ended the process."""
+    """A negative exit code as the signal that ended the process: "ended by SIGKILL (signal 9)"."""
     try:
-        name = signal.Signals(-exit_code).name
+        name = f"{signal.Signals(-exit_code).name} (signal {-exit_code})"
     except ValueError:
         name = f"signal {-exit_code}"
+    return f"ended by {name}"
+
+
+def signal_evidence(exit_code: int, cause: str | None = None) -> str:
+    """The evidence of a process ended by a signal: the signal first, then the log's last cause, or for
+    SIGKILL without one the usual sender."""
+    line = _signal_line(exit_code)
+    if cause:
+        return f"{line}; the log's last error before it: {cause}"
     hint = "; the kernel's out-of-memory killer sends SIGKILL" if -exit_code == signal.SIGKILL else ""
-    return f"ended by {name}{hint}"
+    return line + hint

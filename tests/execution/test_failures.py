@@ -88,9 +88,30 @@ def test_a_server_killed_after_ready_shows_the_signal_not_its_last_info_line():
     crash = classify(-9, log, after_ready=True, summary="server exited with code -9 while being measured")
     assert crash.cls == "crash_after_ready" and crash.line.startswith("ended by SIGKILL"), crash
     assert "SIGKILL" in crash.message() and "INFO" not in crash.message()
-    # a telling line still wins over the signal
+    # the signal first, then the log's last error before it
     told = classify(-6, [*log, "RuntimeError: CUDA error: an illegal memory access was encountered"], after_ready=True)
-    assert told.line.startswith("RuntimeError: CUDA error")
+    assert told.line == ("ended by SIGABRT (signal 6); the log's last error before it: RuntimeError: CUDA error: an "
+                         "illegal memory access was encountered")
+
+
+# vLLM's start-up lines as it prints them on a host whose fd limit it cannot raise (issue 31)
+VLLM_ULIMIT = [
+    "INFO 12-01 10:00:00 [__init__.py:239] Automatically detected platform cuda.",
+    "WARNING 12-01 10:00:01 [utils.py:2273] Found ulimit of 1024 and failed to automatically increase with error "
+    "current limit exceeds maximum limit. This can cause fd limit errors like `OSError: [Errno 24] Too many open "
+    "files`. Consider increasing with ulimit -n",
+    "INFO 12-01 10:00:09 [api_server.py:1090] Starting vLLM API server 0 on http://127.0.0.1:8000",
+    "INFO:     127.0.0.1:50312 - \"POST /v1/completions HTTP/1.1\" 200 OK",
+]
+
+
+@pytest.mark.parametrize("after_ready,cls", [(True, "crash_after_ready"), (False, "killed")])
+def test_a_killed_vllms_evidence_is_the_signal_not_its_ulimit_warning(after_ready, cls):
+    f = classify(-9, VLLM_ULIMIT, BACKENDS["vllm"].failure_patterns, after_ready=after_ready)
+    assert f.cls == cls and f.line == "ended by SIGKILL (signal 9); the kernel's out-of-memory killer sends SIGKILL"
+    assert "ulimit" not in f.message() and "WARNING" not in f.message()
+    # the same warning in a log that exited on its own is still the last error-looking line (no signal to show)
+    assert "ulimit" in classify(1, VLLM_ULIMIT[:2], BACKENDS["vllm"].failure_patterns).line
 
 
 def test_help_text_after_an_error_never_matches():
