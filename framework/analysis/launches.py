@@ -72,7 +72,7 @@ def losses(d: ConditionData) -> dict[str, Any]:
         out["unmeasured"] = d.unmeasured
         out["unmeasured_why"] = dict(sorted(d.unmeasured_why.items()))
         lost += d.unmeasured
-    if d.rules.loss_causes and d.censored:
+    if d.rules.loss_causes and set(d.censored_why) - {"unknown"}:  # rows that name no class say nothing more
         out["censored_why"] = dict(sorted(d.censored_why.items()))
     if d.rules.launch_end_fails or d.rules.unmeasured_lost:
         out["requests_lost"] = lost
