@@ -111,4 +111,6 @@ def population(record: dict[str, Any]) -> str:
     text = f"{pop.get('scope')} ({counts} launches"
     if pop.get("design_machines", 1) > 1:
         text += f"; the design spreads them over {pop['design_machines']}"
+    if pop.get("labels_note"):  # rules version 4: labels that name one machine (framework.analysis.machines.names)
+        text += f"; {pop['labels_note']}"
     return text + ")"

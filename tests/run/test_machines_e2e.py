@@ -37,7 +37,8 @@ def test_two_machines_one_after_another_make_one_record(workdir: Path) -> None:
         assert out.returncode == 0, out.stderr[-3000:]
     merged = framework("run", *ARGS, "resume=[run0,run1]", "hydra.run.dir=merged", cwd=workdir)
     assert merged.returncode == 0, merged.stderr[-3000:]
-    assert "population: this machine (16 launches" in merged.stdout
+    assert "population: this machine (16 launches; the design spreads them over 2; labels A, B name one machine" \
+        in merged.stdout
     assert not (workdir / "merged" / "logs").exists() or not any((workdir / "merged" / "logs").iterdir())
     assert no_servers_left(workdir)
 
