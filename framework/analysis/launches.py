@@ -17,7 +17,7 @@ from typing import Any
 from framework.analysis.models import ConditionSummary, MetricSummary
 from framework.analysis.rows import ConditionData, failure_message
 from framework.core.design import Condition
-from framework.core.vocabulary import DECODE_UNMEASURED
+from framework.core.vocabulary import DECODE_UNMEASURED, REQUEST_ERRORS
 from framework.stats import outliers, variance
 
 
@@ -50,7 +50,8 @@ def losses(d: ConditionData) -> dict[str, Any]:
     also names the launches that failed while measured (`failed_while_measured`, in `failed`, their
     messages in `failures_while_measured`) and the ok requests without a value of the metric
     (`unmeasured`, `unmeasured_why`: {reason: n}, reasons in framework.core.vocabulary.DECODE_UNMEASURED);
-    `requests_lost` = censored + unmeasured.
+    `requests_lost` = censored + unmeasured. Under version 4 (`loss_causes`) it names the censored requests'
+    error classes (`censored_why`: {class: n}, words in framework.core.vocabulary.REQUEST_ERRORS).
     """
     ok = sum(1 for r in d.launch_rows if r.get("ok"))
     failed = len(d.launch_rows) - ok
@@ -71,6 +72,8 @@ def losses(d: ConditionData) -> dict[str, Any]:
         out["unmeasured"] = d.unmeasured
         out["unmeasured_why"] = dict(sorted(d.unmeasured_why.items()))
         lost += d.unmeasured
+    if d.rules.loss_causes and set(d.censored_why) - {"unknown"}:  # rows that name no class say nothing more
+        out["censored_why"] = dict(sorted(d.censored_why.items()))
     if d.rules.launch_end_fails or d.rules.unmeasured_lost:
         out["requests_lost"] = lost
         out["requests_lost_share"] = lost / d.measured if d.measured else 0.0
@@ -95,11 +98,17 @@ def loss_text(c: Condition, loss: dict[str, Any]) -> str:
     if loss["without_data"]:
         parts.append(f"{loss['without_data']} launch(es) started but measured nothing")
     if loss["censored"]:
-        parts.append(f"{loss['censored']} of {loss['requests']} measured requests failed (censored)")
+        why = f": {censored_words(loss['censored_why'])}" if loss.get("censored_why") else ""
+        parts.append(f"{loss['censored']} of {loss['requests']} measured requests failed (censored{why})")
     if loss.get("unmeasured"):
         parts.append(f"{loss['unmeasured']} of {loss['requests']} measured requests ok but not measured "
                      f"({unmeasured_words(loss['unmeasured_why'])})")
     return f"condition {c.label()} lost " + ", ".join(parts)
+
+
+def censored_words(why: dict[str, int]) -> str:
+    """{error class: n} in words: '5 connection_refused: connection refused: the server was gone, ...'."""
+    return "; ".join(f"{n} {code}: {REQUEST_ERRORS.get(code, code)}" for code, n in why.items())
 
 
 def unmeasured_words(why: dict[str, int]) -> str:

@@ -167,5 +167,31 @@ def population(data: dict[int, ConditionData]) -> dict[str, Any]:
         for i in ids:
             m = d.machines.get(i, "unknown")
             launches[m] = launches.get(m, 0) + 1
-    return {"scope": scope(len(launches)), "machines": len(launches),
-            "launches_by_machine": dict(sorted(launches.items()))}
+    out = {"scope": scope(len(launches)), "machines": len(launches),
+           "launches_by_machine": dict(sorted(launches.items()))}
+    if any(d.rules.machine_by_hardware for d in data.values()):
+        out.update(names(data))
+    return out
+
+
+def names(data: dict[int, ConditionData]) -> dict[str, Any]:
+    """Under `RuleSet.machine_by_hardware` (rules version 4): the labels each machine's launches gave it. A
+    label names a machine and does not make one, so a machine known by two labels is said to be one, and
+    why: `{"labels_by_machine": {id: [labels]}, "labels_note": ...}`; nothing when no launch has a label."""
+    by: dict[str, set[str]] = {}
+    for d in data.values():
+        ids, _ = d.means()
+        measured = set(ids)
+        for r in d.launch_rows:
+            own = r.get("machine")
+            if r["launch_id"] in measured and isinstance(own, dict) and own.get("label"):
+                by.setdefault(d.machines.get(r["launch_id"], "unknown"), set()).add(str(own["label"]))
+    if not by:
+        return {}
+    out: dict[str, Any] = {"labels_by_machine": {m: sorted(v) for m, v in sorted(by.items())}}
+    shared = {m: sorted(v) for m, v in sorted(by.items()) if len(v) > 1}
+    if shared:
+        out["labels_note"] = "; ".join(
+            f"labels {', '.join(v)} name one machine ({m}: the same host, CPU and GPUs), counted once"
+            for m, v in shared.items())
+    return out

@@ -50,6 +50,7 @@ class ConditionData:
     rules: RuleSet = field(default_factory=RuleSet)  # the decision rules' switches the later phases read
     unmeasured: int = 0  # measured requests that were ok but gave no value of the metric (core.metrics.unmeasured)
     unmeasured_why: dict[str, int] = field(default_factory=dict)  # their reasons, counted
+    censored_why: dict[str, int] = field(default_factory=dict)  # the censored requests' error classes, counted
     ratios: dict[str, list[tuple[float, float]]] | None = None  # per launch, (numerator, denominator) per value
     machines: dict[str, str] = field(default_factory=dict)  # launch id -> machine id (framework.core.machine)
     served_requests: dict[str, int] = field(default_factory=dict)  # launch id -> its ok requests (warm-up included)
@@ -186,7 +187,7 @@ def collect(h: Hypothesis, distinct: list[dict[str, Any]], rules: RuleSet | None
     if rules.launch_end_fails:
         launch_rows = _ended(launch_rows, distinct)
     gone = _superseded(launch_rows)
-    machine_of = launch_machines(distinct)
+    machine_of = launch_machines(distinct, rules.machine_by_hardware)
     for r in launch_rows:
         if r["launch_id"] in gone:
             data[r["condition"]].superseded.append(r["launch_id"])
@@ -208,6 +209,9 @@ def collect(h: Hypothesis, distinct: list[dict[str, Any]], rules: RuleSet | None
         if not r.get("warmup"):
             d.measured += 1
             d.censored += 0 if r.get("ok") else 1
+            if not r.get("ok"):
+                cls = str(r.get("error_class") or "unknown")
+                d.censored_why[cls] = d.censored_why.get(cls, 0) + 1
         if r.get("warmup") or not r.get("ok"):
             continue
         why = unmeasured(h.metric, r)

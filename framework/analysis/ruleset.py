@@ -65,6 +65,13 @@ class RuleSet:
     # spreads beyond chance) where a mode of the size seen could carry the verdict across its threshold; the
     # record states once what no test can see (`details.estimand`). They change the reason, never the verdict.
     informative_marks: bool = False
+    # A machine is what its hardware says (framework.core.machine.hardware_of: GPU UUIDs, else host and CPU),
+    # not its label: two labels over one host, CPU and GPUs are one machine, named by both labels (issue 31).
+    machine_by_hardware: bool = False
+    # What a condition lost names why its failed requests failed, by error class (`losses.censored_why`:
+    # connection refused, stream cut, ...), so a dead server reads as gone, not as cutting streams (issue 31).
+    # It changes the reason, never the verdict.
+    loss_causes: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
@@ -74,7 +81,7 @@ _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "
 _V3 = {**_V2, "machine_effect": True, "client_marks": True}
 
 # version 4 (framework 0.3.0): version 3 plus the switches CHANGELOG.md lists under rules version 4
-_V4 = {**_V3, "window_edge": True, "anytime_machines": True, "field_decode": True, "informative_marks": True}
+_V4 = {**_V3, "window_edge": True, "anytime_machines": True, "field_decode": True, "informative_marks": True, "machine_by_hardware": True, "loss_causes": True}
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),

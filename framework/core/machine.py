@@ -10,6 +10,11 @@ GPU's UUID, which is unique to the device, is what tells them apart: when UUIDs 
 make the id, whatever code wrote the row (`machine_id`). Trials files from before the `machine` field
 (0.2) name the machine only in their `environment` row and, for the GPU server, in each launch's
 `server_info.hardware.gpus`; `launch_machine` reads those in turn.
+
+A label names a machine; it does not make one (issue 31: slots labelled `a` and `b` on one host were
+counted as two machines). Under rules version 4 (`RuleSet.machine_by_hardware`) a launch's machine is
+what its hardware says (`hardware_id`: the GPUs' UUIDs, else host and CPU model), so two labels over the
+same host, CPU and GPUs are one machine, and the label is kept beside it as its name (`labels`).
 """
 
 from __future__ import annotations
@@ -49,6 +54,20 @@ def machine_id(host: str | None, cpu: str | None = None, gpu_uuids: Iterable[str
     return _digest(f"host:{host}|cpu:{cpu}" + (f"|label:{label}" if label else ""))
 
 
+def hardware_id(host: str | None, cpu: str | None = None, gpu_uuids: Iterable[str | None] = ()) -> str:
+    """The machine the hardware says, whatever it is called: `machine_id` without the label."""
+    return machine_id(host, cpu, gpu_uuids)
+
+
+def hardware_of(machine: dict[str, Any]) -> str:
+    """A launch row's `machine` field by its hardware (host, CPU, GPU UUIDs); a field that names none of
+    them (a hand-written row, or a test's) is known only by its id."""
+    uuids = [g.get("uuid") for g in machine.get("gpus") or [] if isinstance(g, dict)]
+    if any(uuids) or machine.get("host") or machine.get("cpu"):
+        return hardware_id(machine.get("host"), machine.get("cpu"), uuids)
+    return str(machine.get("id"))
+
+
 def identity(host: str | None, cpu: str | None, gpus: list[dict[str, Any]] | None,
              label: str | None = None) -> dict[str, Any]:
     """The `machine` field of a launch row: host, CPU, GPUs ({uuid, name}), label and their id."""
@@ -73,8 +92,10 @@ def server_gpus(server_info: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [g for g in gpus or [] if isinstance(g, dict) and g.get("uuid")]
 
 
-def _from_environment(env: dict[str, Any]) -> str:
+def _from_environment(env: dict[str, Any], by_hardware: bool = False) -> str:
     uuids = [g.get("uuid") for g in env.get("gpus") or [] if isinstance(g, dict)]
+    if by_hardware and (any(uuids) or env.get("cpu")):
+        return hardware_id(env.get("host"), env.get("cpu"), uuids)
     if env.get("machine_id"):
         return str(env["machine_id"])
     if any(uuids):
@@ -84,10 +105,11 @@ def _from_environment(env: dict[str, Any]) -> str:
     return _digest(f"env:{env.get('host')}|{env.get('machine')}|{names}")
 
 
-def launch_machines(rows: Iterable[dict[str, Any]]) -> dict[str, str]:
+def launch_machines(rows: Iterable[dict[str, Any]], by_hardware: bool = False) -> dict[str, str]:
     """{launch_id: machine id} for every launch row, in file order.
 
-    A launch's machine is, in this order: its row's own `machine.id`; else the UUIDs of the GPUs its server
+    A launch's machine is, in this order: its row's own `machine.id` (`by_hardware`: its hardware,
+    `hardware_of`, so a label does not make a machine); else the UUIDs of the GPUs its server
     reported (`server_info.hardware.gpus`); else the `environment` row in force when it was written (the
     last one before it: a resume on another machine writes its own); else `UNKNOWN`.
     """
@@ -100,14 +122,14 @@ def launch_machines(rows: Iterable[dict[str, Any]]) -> dict[str, str]:
         lid = str(r["launch_id"])
         own = r.get("machine")
         if isinstance(own, dict) and own.get("id"):
-            out[lid] = str(own["id"])
+            out[lid] = hardware_of(own) if by_hardware else str(own["id"])
             named.setdefault(str(own.get("host")), set()).add(out[lid])
             continue
         used = server_gpus(r.get("server_info"))
         if used:
             out[lid] = machine_id(None, None, [g["uuid"] for g in used])
         elif env is not None:
-            out[lid] = _from_environment(env)
+            out[lid] = _from_environment(env, by_hardware)
             uuids = [g.get("uuid") for g in env.get("gpus") or [] if isinstance(g, dict)]
             if not env.get("machine_id") and not any(uuids):
                 weak[lid] = str(env.get("host"))

@@ -25,6 +25,7 @@ FailureClass = Literal[
     "stream_cut",         # it stayed up but cut streams before their requests finished
     "hung_up",            # it stayed up but dropped or refused connections while being measured
     "stalled",            # it stayed up but streams stopped sending (no data for request_timeout_s)
+    "connection_refused",  # connections were refused while measured: nothing listened, the server is gone
     "ready_timeout",      # the server neither became ready nor exited in time
     "killed",             # ended by a signal with no telling log line
     "exited",             # exited during start-up; nothing in the log matched a known class
@@ -32,8 +33,22 @@ FailureClass = Literal[
 FAILURE_CLASSES: tuple[str, ...] = get_args(FailureClass)
 
 # context_length: the server refused the request as longer than its context (SGLang sends that as a stream event)
+# connection: dropped or reset; connection_refused: nothing listened at the address (the server is gone)
 RequestErrorClass = Literal["http_error", "timeout", "stream_cut", "malformed_stream", "connection", "cancelled",
-                            "context_length"]
+                            "context_length", "connection_refused"]
+
+# A failed request's class in words, for the analysis of what a condition lost (rules version 4, `loss_causes`)
+REQUEST_ERRORS: dict[str, str] = {
+    "connection_refused": "connection refused: the server was gone, not cutting streams",
+    "connection": "connection dropped",
+    "stream_cut": "stream cut before it finished",
+    "timeout": "timed out",
+    "http_error": "HTTP error",
+    "context_length": "longer than the context",
+    "malformed_stream": "malformed stream",
+    "cancelled": "cancelled",
+    "unknown": "no error class",
+}
 
 # Why an ok request has no decode figure (the request row's `decode_unmeasured`); its words for reasons
 DecodeUnmeasured = Literal["no_tokens", "one_token", "one_chunk", "no_time", "one_read"]
@@ -47,7 +62,8 @@ DECODE_UNMEASURED: dict[str, str] = {
     "no_value": "the metric has no value on the row",
 }
 # Request errors that mean the server did not serve its workload: the launch fails (its class)
-LAUNCH_LOST_REQUEST: dict[str, str] = {"stream_cut": "stream_cut", "connection": "hung_up", "timeout": "stalled"}
+LAUNCH_LOST_REQUEST: dict[str, str] = {"stream_cut": "stream_cut", "connection": "hung_up", "timeout": "stalled",
+                                        "connection_refused": "connection_refused"}
 
 AnalysisMethod = Literal["welch", "rank", "bootstrap", "anytime"]
 ANALYSIS_METHODS: tuple[str, ...] = get_args(AnalysisMethod)

@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 import signal
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
-from framework.core.vocabulary import FailureClass
+from framework.core.vocabulary import LAUNCH_LOST_REQUEST, FailureClass
 
 Patterns = Sequence[tuple[str, str]]  # (class, regular expression), tried in order on each line
 
@@ -143,33 +143,82 @@ def classify(
     unless its log names one of ``AFTER_READY_CLASSES`` (the sim's ``sim_clock_gave_up``). An
     exit during start-up is classified by the log; exit code 2 with an argparse `error:` line is a
     bad flag even when no pattern knows the wording; a negative code is the signal that ended it.
+
+    A process ended by a signal shows the signal as its evidence (`signal_evidence`: "ended by SIGKILL
+    (signal 9)"), then the log's last cause: a line a pattern matched, else its last error-looking line
+    that is not a warning (issue 31: a killed vLLM showed its start-up WARNING about the ulimit instead).
     """
+    signalled = not timed_out and exit_code is not None and exit_code < 0
+    if signalled:  # the signal is the evidence; a warning it cut short is not its cause
+        found = match_line(_not_warnings(log_lines), patterns)
+        cause = found[1] if found else _last_errorish(_not_warnings(log_lines), fallback=False)
+        line = signal_evidence(exit_code, cause)  # type: ignore[arg-type]
+        cls = "crash_after_ready" if after_ready else (found[0] if found else "killed")
+        return Failure(cls, line, exit_code, summary)  # type: ignore[arg-type]
     found = match_line(log_lines, patterns)
     evidence = found[1] if found else (_last_errorish(log_lines) or "no log output")
     if timed_out:
         return Failure("ready_timeout", evidence, None, summary)
     if after_ready and found and found[0] in AFTER_READY_CLASSES:
         return Failure(found[0], found[1], exit_code, summary)  # type: ignore[arg-type]
-    if after_ready:  # a signal with no telling line shows as the signal, not as the last (INFO) line of the log
-        telling = found is not None or _last_errorish(log_lines, fallback=False) is not None
-        line = evidence if telling or exit_code is None or exit_code >= 0 else _signal_line(exit_code)
-        return Failure("crash_after_ready", line, exit_code, summary)
+    if after_ready:
+        return Failure("crash_after_ready", evidence, exit_code, summary)
     if found:
         return Failure(found[0], found[1], exit_code, summary)  # type: ignore[arg-type]
     if exit_code == 2:
         argparse_line = next((ln.strip() for ln in reversed(log_lines) if _ARGPARSE_ERROR.match(ln.strip())), None)
         if argparse_line:
             return Failure("bad_flag", argparse_line, exit_code, summary)
-    if exit_code is not None and exit_code < 0:
-        return Failure("killed", _signal_line(exit_code), exit_code, summary)
     return Failure("exited", evidence, exit_code, summary)
 
 
+def lost_requests(lost: dict[str, Any]) -> Failure | None:
+    """A launch whose requests were lost while it was measured, and its server did not exit: its failure.
+
+    `lost`: {sent, classes: {request error class: n}, first: (class, error), first_refused: error}. Refused
+    connections (`connection_refused`) mean nothing listened at the server's address: the server is gone (a
+    dead endpoint, or a process that closed its port), so they name the launch, whichever request was lost
+    first, and the summary says so rather than that the server stayed up. Otherwise the class is the first
+    lost request's (framework.core.vocabulary.LAUNCH_LOST_REQUEST), the line its error.
+    """
+    if not lost.get("first"):
+        return None
+    classes: dict[str, int] = lost.get("classes") or {}
+    counts = ", ".join(f"{n} {c}" for c, n in sorted(classes.items()))
+    n = sum(classes.values())
+    refused = classes.get("connection_refused", 0)
+    if refused:
+        line = lost.get("first_refused") or lost["first"][1]
+        return Failure("connection_refused", line,
+                       summary=f"the server is gone, not cutting streams: {refused} connection(s) refused (nothing "
+                               f"listened at its address); {n} of {lost['sent']} requests lost ({counts})")
+    cls, line = lost["first"]
+    return Failure(LAUNCH_LOST_REQUEST[cls], line,  # type: ignore[arg-type]
+                   summary=f"{n} of {lost['sent']} requests lost while the server stayed up ({counts})")
+
+
+_WARNING = re.compile(r"\bWARN(ING)?\b|\bwarnings?\.warn|UserWarning|FutureWarning|DeprecationWarning")
+
+
+def _not_warnings(lines: Sequence[str]) -> list[str]:
+    """The log without its warning lines: a warning is printed and survived, so it is not why a process died."""
+    return [ln for ln in lines if not _WARNING.search(ln)]
+
+
 def _signal_line(exit_code: int) -> str:
-    """A negative exit code as the signal that ended the process."""
+    """A negative exit code as the signal that ended the process: "ended by SIGKILL (signal 9)"."""
     try:
-        name = signal.Signals(-exit_code).name
+        name = f"{signal.Signals(-exit_code).name} (signal {-exit_code})"
     except ValueError:
         name = f"signal {-exit_code}"
+    return f"ended by {name}"
+
+
+def signal_evidence(exit_code: int, cause: str | None = None) -> str:
+    """The evidence of a process ended by a signal: the signal first, then the log's last cause, or for
+    SIGKILL without one the usual sender."""
+    line = _signal_line(exit_code)
+    if cause:
+        return f"{line}; the log's last error before it: {cause}"
     hint = "; the kernel's out-of-memory killer sends SIGKILL" if -exit_code == signal.SIGKILL else ""
-    return f"ended by {name}{hint}"
+    return line + hint

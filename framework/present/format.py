@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from framework.core.vocabulary import DECODE_UNMEASURED
+from framework.core.vocabulary import DECODE_UNMEASURED, REQUEST_ERRORS
 
 MISSING = "-"
 
@@ -89,7 +89,8 @@ def requests_lost(loss: dict[str, Any] | None) -> str | None:
     parts = [f"{n} not measured ({why}: {DECODE_UNMEASURED.get(why, why)})"
              for why, n in (loss.get("unmeasured_why") or {}).items()]
     if loss.get("censored"):
-        parts.append(f"{loss['censored']} failed (censored)")
+        why = "; ".join(f"{n} {c}: {REQUEST_ERRORS.get(c, c)}" for c, n in (loss.get("censored_why") or {}).items())
+        parts.append(f"{loss['censored']} failed (censored{': ' + why if why else ''})")
     share = loss.get("requests_lost_share") or 0.0
     return f"{loss['requests_lost']} of {loss['requests']} measured requests ({share:.0%}): " + ", ".join(parts)
 
@@ -160,4 +161,6 @@ def population(record: dict[str, Any]) -> str:
     text = f"{pop.get('scope')} ({counts} launches"
     if pop.get("design_machines", 1) > 1:
         text += f"; the design spreads them over {pop['design_machines']}"
+    if pop.get("labels_note"):  # rules version 4: labels that name one machine (framework.analysis.machines.names)
+        text += f"; {pop['labels_note']}"
     return text + ")"

@@ -23,7 +23,7 @@ from framework.core.spec import Hypothesis, check_hypothesis, parse_yaml, valida
 from framework.core.tolerance import close, close_list
 from framework.core.trials import Trials, parse_trials
 from framework.errors import SpecError
-from framework.records import ledger
+from framework.records import ledger, machine_audit
 from framework.records import search_audit as search_problems
 from framework.records.ledger import Problem
 
@@ -367,6 +367,7 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
             return out, ""  # recomputing from altered data says nothing more
     rows = parse_trials(data, path)
     out += [problem("provenance", d) for d in provenance(rec, rows)]
+    out += [problem("machine", d) for d in machine_audit.problems(rows, lambda p: resolve_trials(ledger_path, p))]
 
     try:
         _, dropped = distinct_rows(rows)

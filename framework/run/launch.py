@@ -12,7 +12,7 @@ from framework.core.vocabulary import LAUNCH_LOST_REQUEST
 from framework.errors import LaunchError
 from framework.execution import client
 from framework.execution.backends import server_spec, time_scale_of
-from framework.execution.failures import Failure, classify
+from framework.execution.failures import classify, lost_requests
 from framework.execution.launcher import ENDPOINT_PROBE_S, ServerProcess, free_port, log_tail, unreachable
 from framework.present.progress import RunProgress
 from framework.run.context import RunContext
@@ -85,12 +85,14 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
 
         def on_row(index: int, warmup: bool, row: dict[str, Any]) -> None:
             nonlocal lost_connection
-            lost_connection |= row.get("error_class") == "connection"
+            lost_connection |= row.get("error_class") in ("connection", "connection_refused")
             cls = row.get("error_class")
             lost["sent"] += cls != "cancelled"
             if cls in LAUNCH_LOST_REQUEST:
                 lost["classes"][cls] = lost["classes"].get(cls, 0) + 1
                 lost["first"] = lost["first"] or (cls, str(row.get("error")))
+                if cls == "connection_refused":
+                    lost.setdefault("first_refused", str(row.get("error")))
             writer.write(RequestRow(
                 **common, trial_id=f"{launch_id}-q{index}", index=index, warmup=warmup, **row,
             ).to_json())
@@ -109,26 +111,12 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
     finally:
         if server is not None:
             end_launch(ctx, server, common, writer, progress, cond, lost_connection=lost_connection, lost=lost)
-        elif (failure := lost_requests_failure(lost)) is not None:  # an endpoint: no process, but the same rule
+        elif (failure := lost_requests(lost)) is not None:  # an endpoint: no process, but the same rule
             progress.launch_failed(cond, failure.message())
             writer.write(LaunchEndRow(**common, ok=False, requests_lost=dict(sorted(lost["classes"].items())),
                                       failure_class=failure.cls, failure_line=failure.line, error=failure.message(),
                                       finished=now_iso()).to_json())
         writer.sync()
-
-def lost_requests_failure(lost: dict[str, Any]) -> Failure | None:
-    """A launch whose server stayed up but cut streams, hung up or stalled did not serve its workload: its failure.
-
-    The class is the first lost request's (framework.core.vocabulary.LAUNCH_LOST_REQUEST), the line its error.
-    """
-    if not lost.get("first"):
-        return None
-    cls, line = lost["first"]
-    counts = ", ".join(f"{n} {c}" for c, n in sorted(lost["classes"].items()))
-    n = sum(lost["classes"].values())
-    return Failure(LAUNCH_LOST_REQUEST[cls], line,  # type: ignore[arg-type]
-                   summary=f"{n} of {lost['sent']} requests lost while the server stayed up ({counts})")
-
 
 def end_launch(ctx: RunContext, server: ServerProcess, common: dict[str, Any], writer: TrialsWriter,
                progress: RunProgress, cond: design_mod.Condition, lost_connection: bool = False,
@@ -137,9 +125,9 @@ def end_launch(ctx: RunContext, server: ServerProcess, common: dict[str, Any], w
     to free up.
 
     A launch is ok only if it did: a server that died on its own (crash_after_ready, the signal as its line
-    when the log tells nothing) or cut streams, hung up or stalled (`lost`, see `lost_requests_failure`)
-    fails it. After a request lost its connection the server gets `CRASH_SETTLE_S` to finish dying before
-    it counts as alive.
+    when the log tells nothing) or cut streams, hung up, stalled or refused connections (`lost`, see
+    `framework.execution.failures.lost_requests`) fails it. After a request lost its connection the server
+    gets `CRASH_SETTLE_S` to finish dying before it counts as alive.
     """
     crashed = server.exited_on_its_own(wait_s=CRASH_SETTLE_S if lost_connection else 0.0)
     counters = client.server_metrics(server.spec.base_url, ctx.backend) if crashed is None else None
@@ -150,7 +138,7 @@ def end_launch(ctx: RunContext, server: ServerProcess, common: dict[str, Any], w
         failure = classify(crashed, log_tail(server.spec.log_path, CLASSIFY_LINES), ctx.backend.table.failure_patterns,
                            after_ready=True, summary=f"server exited with code {crashed} while being measured")
     else:
-        failure = lost_requests_failure(lost or {})
+        failure = lost_requests(lost or {})
     if failure is not None:
         progress.launch_failed(cond, failure.message())
     release = server.wait_released(ctx.backend.settle_timeout_s)

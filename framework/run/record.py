@@ -143,7 +143,8 @@ def population(details: dict[str, Any], design_machines: int) -> dict[str, Any] 
     out = {**pop, "design_machines": design_machines}
     if design_machines > pop["machines"]:
         out["note"] = (f"the design spreads its launches over {design_machines} machines, but they ran on "
-                       f"{pop['machines']}: the verdict covers {pop['scope']}")
+                       f"{pop['machines']}: the verdict covers {pop['scope']}"
+                       + (f" ({pop['labels_note']})" if pop.get("labels_note") else ""))
     return out
 
 

@@ -133,3 +133,32 @@ def test_one_burst_cannot_dominate_a_launchs_decode_rate():
     assert launch0(burst, V2) < 1.5 * launch0(clean, V2)  # the ratio of totals: 255 tokens more, 1 ms more
     # without bursts the ratio is the harmonic mean of the rates (equal tokens), close to their mean
     assert abs(launch0(clean, V2) / launch0(clean, V1) - 1) < 1e-3
+
+
+def _refuse(rows: list[dict], condition: int, n: int) -> list[dict]:
+    """The first n measured requests of `condition` found nothing listening: failed, class connection_refused."""
+    out, left = [], n
+    for r in rows:
+        if left and r["kind"] == "request" and r["condition"] == condition and not r["warmup"]:
+            r = {**r, "ok": False, "error_class": "connection_refused", "decode_tok_s": None,
+                 "error": "connection refused: ClientConnectorError: Cannot connect to host 127.0.0.1:9"}
+            left -= 1
+        out.append(r)
+    return out
+
+
+def test_rules_v4_say_why_requests_failed_a_dead_server_is_gone_not_cutting_streams():
+    """Issue 31: the loss rule's reason names the censored requests' classes (RuleSet.loss_causes); the verdict
+    is the same as under version 3."""
+    h = _eagle()
+    rows = _refuse(_rows(h), condition=0, n=6)
+    v3, v4 = analyze(h, rows, ruleset=RULESETS[3]), analyze(h, rows, ruleset=RULESETS[4])
+    p3, p4 = _neutral(v3), _neutral(v4)
+    assert p3.verdict == p4.verdict == "inconclusive" and "survivorship" in p4.reason
+    assert "6 of 20 measured requests failed (censored: 6 connection_refused: connection refused: the server " \
+           "was gone, not cutting streams)" in p4.reason, p4.reason
+    assert "connection refused" not in p3.reason
+    assert v4.details["losses"]["0"]["censored_why"] == {"connection_refused": 6}
+    assert "censored_why" not in v3.details["losses"]["0"] and "censored_why" not in v4.details["losses"]["1"]
+    for a, b in zip(v3.predictions, v4.predictions, strict=True):
+        assert (a.verdict, a.estimate, a.ci) == (b.verdict, b.estimate, b.ci)

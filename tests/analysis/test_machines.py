@@ -244,3 +244,24 @@ def test_a_sequential_anytime_look_over_machines_uses_the_machine_sequence():
         x = [float(np.mean(v[:k])) for _, v in sorted(per.items())]
         ps.append(stats.ttest_1samp(x, math.log(1.05), alternative="greater").pvalue / round_weight(k))  # min_effect
     assert p.p_value == pytest.approx(min(1.0, *ps), rel=1e-9)
+def test_rules_v4_count_machines_by_hardware_and_name_the_labels(eagle):
+    """Issue 31: two labels over one host's hardware are one machine under rules version 4 (a fleet of one,
+    decided as one machine's launches), while version 3 keeps deciding the same rows as two machines."""
+    from framework.core.machine import identity
+    rows = on_machines(simulate(eagle, SEED_MEANS, launches=6, sd_request=EAGLE_SD, seed=2), 2, sd_effect=0.05,
+                       seed=3)
+    rows = [{**r, "machine": identity("vm", "AMD EPYC", [], label="ab"[int(r["machine"]["id"][-1])])}
+            if r["kind"] == "launch" else r for r in rows]
+    v2, v3, v4 = (analyze(eagle, rows, ruleset=RULESETS[v]) for v in (2, 3, 4))
+    assert v3.details["population"]["machines"] == 2 and "labels_by_machine" not in v3.details["population"]
+    assert v3.predictions[1].details["population"] == "2 machines" and v3.predictions[1].details["df"] == 1
+    pop = v4.details["population"]
+    assert pop["scope"] == "this machine" and pop["machines"] == 1
+    assert list(pop["labels_by_machine"].values()) == [["a", "b"]]
+    assert "labels a, b name one machine" in pop["labels_note"]
+    for p2, p4 in zip(v2.predictions, v4.predictions, strict=True):  # one machine: the launch-level analysis
+        assert (p4.verdict, p4.estimate, p4.ci) == (p2.verdict, p2.estimate, p2.ci)
+    # two hosts stay two machines under version 4, whatever their labels
+    apart = [{**r, "machine": identity(f"host-{r['machine']['label']}", "AMD EPYC", [], label="same")}
+             if r["kind"] == "launch" else r for r in rows]
+    assert analyze(eagle, apart, ruleset=RULESETS[4]).details["population"]["machines"] == 2

@@ -64,3 +64,34 @@ def test_the_server_gpus_replace_the_hosts_in_a_launchs_machine():
     assert used["id"] == machine.machine_id(None, None, ["GPU-b"])
     assert machine.with_server_gpus(host, {"version": "0.5"}) == host
     assert machine.scope(1) == "this machine" and machine.scope(3) == "3 machines"
+
+
+def test_by_hardware_two_labels_over_one_host_cpu_and_gpus_are_one_machine():
+    """Issue 31: slots labelled a and b on one host were two machines; by hardware (rules v4) they are one."""
+    gpus = [{"uuid": "GPU-a", "name": "H200"}]
+    a, b = machine.identity("vm", "AMD", gpus, label="a"), machine.identity("vm", "AMD", gpus, label="b")
+    rows = [{"kind": "launch", "launch_id": "c0-r0-a1", "machine": a},
+            {"kind": "launch", "launch_id": "c0-r1-a1", "machine": b}]
+    assert len(set(machine.launch_machines(rows).values())) == 2  # by label (rules v3), as it was
+    by_hw = machine.launch_machines(rows, by_hardware=True)
+    assert set(by_hw.values()) == {machine.hardware_id("vm", "AMD", ["GPU-a"])}
+    # different GPUs stay different machines whatever the host is called; no GPUs: host and CPU tell them apart
+    other = machine.identity("vm", "AMD", [{"uuid": "GPU-b", "name": "H200"}], label="a")
+    rows.append({"kind": "launch", "launch_id": "c0-r2-a1", "machine": other})
+    assert len(set(machine.launch_machines(rows, by_hardware=True).values())) == 2
+    cpu_only = [{"kind": "launch", "launch_id": f"c0-r{i}-a1", "machine": machine.identity(h, "AMD", [], label=lab)}
+                for i, (h, lab) in enumerate((("box", "x"), ("box", "y"), ("box2", "x")))]
+    got = machine.launch_machines(cpu_only, by_hardware=True)
+    assert got["c0-r0-a1"] == got["c0-r1-a1"] != got["c0-r2-a1"]
+
+
+def test_by_hardware_an_environment_row_is_its_hardware_not_its_label():
+    env = {"kind": "environment", "host": "box", "cpu": "AMD", "gpus": [], "label": "n1",
+           "machine_id": machine.machine_id("box", "AMD", [], "n1")}
+    rows = [env, {"kind": "launch", "launch_id": "c0-r0-a1"},
+            {**env, "label": "n2", "machine_id": machine.machine_id("box", "AMD", [], "n2")},
+            {"kind": "launch", "launch_id": "c0-r1-a1"}]
+    assert len(set(machine.launch_machines(rows).values())) == 2
+    assert set(machine.launch_machines(rows, by_hardware=True).values()) == {machine.hardware_id("box", "AMD")}
+    # a hand-written field with an id only keeps its id
+    assert machine.hardware_of({"id": "machine-1"}) == "machine-1"

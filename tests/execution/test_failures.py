@@ -6,7 +6,7 @@ import pytest
 
 from framework.core.vocabulary import FAILURE_CLASSES
 from framework.execution.backends import BACKENDS
-from framework.execution.failures import classify, strip_help
+from framework.execution.failures import classify, lost_requests, strip_help
 from framework.execution.launcher import OOM_KILL_NOTE
 
 VLLM = BACKENDS["vllm"].failure_patterns
@@ -88,9 +88,30 @@ def test_a_server_killed_after_ready_shows_the_signal_not_its_last_info_line():
     crash = classify(-9, log, after_ready=True, summary="server exited with code -9 while being measured")
     assert crash.cls == "crash_after_ready" and crash.line.startswith("ended by SIGKILL"), crash
     assert "SIGKILL" in crash.message() and "INFO" not in crash.message()
-    # a telling line still wins over the signal
+    # the signal first, then the log's last error before it
     told = classify(-6, [*log, "RuntimeError: CUDA error: an illegal memory access was encountered"], after_ready=True)
-    assert told.line.startswith("RuntimeError: CUDA error")
+    assert told.line == ("ended by SIGABRT (signal 6); the log's last error before it: RuntimeError: CUDA error: an "
+                         "illegal memory access was encountered")
+
+
+# vLLM's start-up lines as it prints them on a host whose fd limit it cannot raise (issue 31)
+VLLM_ULIMIT = [
+    "INFO 12-01 10:00:00 [__init__.py:239] Automatically detected platform cuda.",
+    "WARNING 12-01 10:00:01 [utils.py:2273] Found ulimit of 1024 and failed to automatically increase with error "
+    "current limit exceeds maximum limit. This can cause fd limit errors like `OSError: [Errno 24] Too many open "
+    "files`. Consider increasing with ulimit -n",
+    "INFO 12-01 10:00:09 [api_server.py:1090] Starting vLLM API server 0 on http://127.0.0.1:8000",
+    "INFO:     127.0.0.1:50312 - \"POST /v1/completions HTTP/1.1\" 200 OK",
+]
+
+
+@pytest.mark.parametrize("after_ready,cls", [(True, "crash_after_ready"), (False, "killed")])
+def test_a_killed_vllms_evidence_is_the_signal_not_its_ulimit_warning(after_ready, cls):
+    f = classify(-9, VLLM_ULIMIT, BACKENDS["vllm"].failure_patterns, after_ready=after_ready)
+    assert f.cls == cls and f.line == "ended by SIGKILL (signal 9); the kernel's out-of-memory killer sends SIGKILL"
+    assert "ulimit" not in f.message() and "WARNING" not in f.message()
+    # the same warning in a log that exited on its own is still the last error-looking line (no signal to show)
+    assert "ulimit" in classify(1, VLLM_ULIMIT[:2], BACKENDS["vllm"].failure_patterns).line
 
 
 def test_help_text_after_an_error_never_matches():
@@ -108,3 +129,20 @@ def test_the_launchers_summary_leads_the_message():
     timeout = classify(None, ["loading"], timed_out=True, summary="server not ready after 12 s (no 200 from /health)")
     assert timeout.message().startswith("ready_timeout: server not ready after 12 s")
 
+
+
+def test_refused_connections_name_the_launch_the_server_is_gone():
+    """Issue 31: a dead endpoint's one cut stream and 394 refusals were "395 of 400 requests lost while the
+    server stayed up" (stream_cut, the first lost request's class)."""
+    lost = {"sent": 400, "classes": {"stream_cut": 1, "connection_refused": 394},
+            "first": ("stream_cut", "stream ended before the request finished (3 tokens received)"),
+            "first_refused": "ClientConnectorError: Cannot connect to host 127.0.0.1:9 [Connect call failed]"}
+    f = lost_requests(lost)
+    assert f is not None and f.cls == "connection_refused" and f.line == lost["first_refused"]
+    assert "394 connection(s) refused" in f.message() and "the server is gone, not cutting streams" in f.message()
+    assert "stayed up" not in f.message() and "395 of 400 requests lost" in f.message()
+    assert f.message().startswith("connection_refused: the server is gone")
+    cut = lost_requests({"sent": 9, "classes": {"stream_cut": 2}, "first": ("stream_cut", "stream ended")})
+    assert cut is not None and cut.cls == "stream_cut" and "while the server stayed up (2 stream_cut)" in cut.message()
+    assert lost_requests({"sent": 9, "classes": {}, "first": None}) is None
+    assert "connection_refused" in FAILURE_CLASSES

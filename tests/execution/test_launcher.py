@@ -237,3 +237,25 @@ def test_a_sigkill_while_the_oom_killer_struck_is_noted_in_the_log(tmp_path, mon
     failure = classify(code, log_tail(s.log_path))
     assert (failure.cls == "host_out_of_memory") is noted
     assert ("oom_kill 10 -> 11" in failure.line) is noted
+
+
+def test_a_server_killed_after_a_start_up_warning_shows_the_signal(tmp_path, monkeypatch):
+    """Issue 31: a real process prints vLLM's ulimit WARNING, then dies by SIGKILL; its evidence is the signal."""
+    from framework.execution import launcher
+    from framework.execution.backends import BACKENDS
+    from framework.execution.failures import classify
+    from framework.execution.launcher import log_tail
+
+    monkeypatch.setattr(launcher, "oom_kills", lambda: None)  # whatever the host's OOM killer did meanwhile
+    warning = ("WARNING 12-01 10:00:01 [utils.py:2273] Found ulimit of 1024 and failed to automatically increase "
+               "with error current limit exceeds maximum limit.")
+    body = f"import os, signal; print({warning!r}, flush=True); os.kill(os.getpid(), signal.SIGKILL)"
+    s = ServerSpec([sys.executable, "-c", body], "127.0.0.1", free_port(), tmp_path / "v.log", ready_timeout_s=20)
+    server = ServerProcess(s).start()
+    with pytest.raises(LaunchError) as info:
+        server.wait_ready()
+    server.stop()
+    failure = classify(info.value.exit_code, log_tail(s.log_path), BACKENDS["vllm"].failure_patterns,
+                       summary=info.value.message)
+    assert failure.cls == "killed" and failure.line.startswith("ended by SIGKILL (signal 9)"), failure
+    assert "ulimit" not in failure.line

@@ -62,14 +62,17 @@ def test_a_healthy_start_up_and_serving_log_matches_no_failure_pattern():
         assert match_line(log(name), SGLANG) is None, name
 
 
-def test_a_scheduler_crash_after_ready_shows_the_cause_not_sglangs_sigquit_line():
+def test_a_scheduler_crash_after_ready_shows_the_signal_and_the_cause_not_sglangs_sigquit_line():
     # a token id beyond the vocabulary killed SGLang 0.5.9's scheduler, and the server with it (exit -9)
     recorded = meta("crash_after_ready.json")
     assert recorded["exit_code"] == -9 and recorded["answer"]["exception"] == "ConnectionError"
     lines = log("crash_after_ready.log")
     assert any("SIGQUIT received" in ln for ln in lines)
     failure = classify(recorded["exit_code"], lines[-CLASSIFY_LINES:], SGLANG, after_ready=True)
-    assert failure.cls == "crash_after_ready" and failure.line == "IndexError: index out of range in self"
+    # the signal first (issue 31), then the cause the log names before it
+    assert failure.cls == "crash_after_ready"
+    assert failure.line == ("ended by SIGKILL (signal 9); the log's last error before it: "
+                            "IndexError: index out of range in self")
 
 
 def test_sglang_ends_its_own_tree_by_sigkill_after_sigterm_and_leaves_no_orphans():

@@ -67,3 +67,33 @@ def test_a_record_of_an_unknown_rules_version_is_a_problem(tmp_path: Path) -> No
     ledger.append(path, body)
     report = audit.audit(path)
     assert any("version 99 is not known" in p.message for p in report.problems)
+
+
+def test_a_v3_record_whose_labels_made_two_machines_audits_under_v3_and_v4_says_one() -> None:
+    """Issue 31 (RuleSet.machine_by_hardware): a record decided under version 3 over two labels on one host
+    (two machines then) recomputes exactly under its own version; today's rules count one machine."""
+    import hashlib
+
+    from stats_rows import simulate
+
+    from framework.analysis.ruleset import RULESETS
+    from framework.analysis.verdicts import analyze
+    from framework.core.machine import identity
+    from framework.core.spec import load_hypothesis
+
+    path = Path(__file__).resolve().parents[2] / "hypotheses" / "eagle3_allreduce.yaml"
+    h = load_hypothesis(path)
+    rows = simulate(h, {0: 92.6, 1: 54.1, 2: 92.7, 3: 96.1}, launches=6, seed=2)
+    rows = [{**r, "machine": identity("vm", "AMD EPYC", [], label="ab"[r["replicate"] % 2])}
+            if r["kind"] == "launch" else r for r in rows]
+    v3 = analyze(h, rows, ruleset=RULESETS[3])
+    assert v3.details["population"]["machines"] == 2
+    content = path.read_text()
+    record = {"kind": "verdict", "rules_version": 3, "verdict": v3.verdict,
+              "hypothesis": {"name": h.name, "content": content,
+                             "sha256": hashlib.sha256(content.encode()).hexdigest()},
+              "predictions": [p.model_dump(mode="json") for p in v3.predictions], "analysis": {}}
+    assert audit.compare(record, audit.recompute(record, rows)) == []
+    today = audit.recompute(record, rows, rules.CURRENT)
+    assert rules.CURRENT >= 4 and today.details["population"]["machines"] == 1
+    assert audit.todays_difference(record, rows).startswith(f"under today's rules (v{rules.CURRENT})")

@@ -71,6 +71,16 @@ def test_a_server_that_stayed_up_but_lost_requests_fails_its_launch(tmp_path, mo
     assert row["requests_lost"] == {error_class: 2} and shown == [row["error"]]
 
 
+def test_a_launch_whose_connections_were_refused_says_so(tmp_path, monkeypatch):
+    lost = {"sent": 9, "classes": {"connection": 1, "connection_refused": 7},
+            "first": ("connection", "ServerDisconnectedError: Server disconnected"),
+            "first_refused": "ClientConnectorError: Cannot connect to host 127.0.0.1:1 [Connect call failed]"}
+    row, shown = _end(tmp_path, monkeypatch, crashed=None, lost=lost)
+    assert not row["ok"] and row["failure_class"] == "connection_refused"
+    assert row["failure_line"].startswith("ClientConnectorError") and "7 connection(s) refused" in row["error"]
+    assert row["requests_lost"] == {"connection": 1, "connection_refused": 7} and shown == [row["error"]]
+
+
 def test_a_launch_that_served_everything_ends_ok(tmp_path, monkeypatch):
     row, shown = _end(tmp_path, monkeypatch, crashed=None, lost={"sent": 9, "classes": {}, "first": None})
     assert row["ok"] and row["failure_class"] is None and row["requests_lost"] is None and shown == []

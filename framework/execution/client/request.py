@@ -7,7 +7,7 @@ their JSON; nothing else runs per token until the stream has ended.
 
 The measurement is a RequestRow (framework.core.trials), not yet stamped by its launch. Errors and streams cut
 mid-way become failed results with a reason (`error_class`: http_error, context_length, timeout, stream_cut,
-malformed_stream, connection or cancelled); nothing is dropped silently.
+malformed_stream, connection, connection_refused or cancelled); nothing is dropped silently.
 
 A request whose connection failed before any byte of the response (a pooled connection the server had
 closed at its keep-alive) is sent again on a fresh connection and timed from that send; its row counts
@@ -35,6 +35,7 @@ from framework.core.workload import (
     Workload,
 )
 from framework.execution.client import connection
+from framework.execution.client.refusal import refused
 from framework.execution.client.stream import ChunkReader, MalformedEvent, StreamParser, clock_figures
 
 
@@ -205,7 +206,8 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
                 retries += 1  # the server answered nothing on it: send again, on a connection of its own
                 sender = fresh = fresh or connection.fresh_session()
                 continue
-            error, error_class = f"{type(exc).__name__}: {exc}", "connection"
+            error_class = "connection_refused" if refused(exc) else "connection"  # nothing listened: the server is gone
+            error = ("connection refused: " if error_class == "connection_refused" else "") + f"{type(exc).__name__}: {exc}"
         break
     if fresh is not None:
         await fresh.close()
