@@ -81,7 +81,14 @@ _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "
 _V3 = {**_V2, "machine_effect": True, "client_marks": True}
 
 # version 4 (framework 0.3.0): version 3 plus the switches CHANGELOG.md lists under rules version 4
-_V4 = {**_V3, "window_edge": True, "anytime_machines": True, "field_decode": True, "informative_marks": True, "machine_by_hardware": True, "loss_causes": True}
+_V4 = {**_V3,
+       "window_edge": True,
+       "anytime_machines": True,
+       "field_decode": True,
+       "informative_marks": True,
+       "machine_by_hardware": True,
+       "loss_causes": True,
+       }
 
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),

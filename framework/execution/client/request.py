@@ -206,8 +206,9 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
                 retries += 1  # the server answered nothing on it: send again, on a connection of its own
                 sender = fresh = fresh or connection.fresh_session()
                 continue
-            error_class = "connection_refused" if refused(exc) else "connection"  # nothing listened: the server is gone
-            error = ("connection refused: " if error_class == "connection_refused" else "") + f"{type(exc).__name__}: {exc}"
+            gone = refused(exc)  # nothing listened: the server is gone, not cutting streams
+            error_class = "connection_refused" if gone else "connection"
+            error = ("connection refused: " if gone else "") + f"{type(exc).__name__}: {exc}"
         break
     if fresh is not None:
         await fresh.close()
