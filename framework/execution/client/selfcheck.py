@@ -3,7 +3,7 @@
 A client that falls behind does not fail: it stamps every token late, by more the further behind it
 is, and its figures drift with no error anywhere (issue 23: at 256 streams a client with its core
 100% busy and 23-35 tokens per socket read reported decode 408 tok/s against a true 500). A read's
-stamp is late by the time its bytes waited in the socket, and two measurements bound that wait:
+stamp is late by the time its bytes waited in the socket, and three measurements bound that wait:
 
 - **events per socket read**: a read that returns several events of one stream stamps them all with
   one time; if the server wrote them apart, the oldest had waited about (events - 1) x the stream's
