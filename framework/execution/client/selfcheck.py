@@ -64,12 +64,21 @@ def _quantiles(values: list[float]) -> dict[str, float | None]:
     return {"n": len(values), "p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(np.max(values))}
 
 
-def request_bias(row: dict[str, Any], events: list[int], cap: float) -> dict[str, float] | None:
+def request_bias(row: dict[str, Any], events: list[int], cap: float,
+                 interval_ref: float = 0.0) -> dict[str, float] | None:
     """One request's possible relative bias per metric from its reads, each read's wait capped by `cap`, the
-    loop's largest lag or timer stall (module docstring); None without two reads. TPOT and decode are signed
-    (the end's wait less the first token's: a wait common to both cancels in their difference)."""
+    loop's largest lag or timer stall (module docstring); None without two reads, except a whole stream in
+    one read (below). TPOT and decode are signed (the end's wait less the first token's: a wait common to
+    both cancels in their difference).
+
+    A stream of several events in one read has no decode the reads can time: if the loop was away long
+    enough for them to pile up (`cap` >= (events - 1) x `interval_ref`, the launch's median interval
+    between events), its TPOT and decode may be off by 100%; otherwise the server sent them together."""
     t = token_times(row.get("chunk_times_s") or [], row.get("chunk_tokens") or [])
     ev = [e for e, n in zip(events, row.get("chunk_tokens") or [], strict=False) if n > 0]
+    if len(t) == 1 and len(ev) == 1 and ev[0] > 1 and row.get("e2e_s"):
+        piled = cap >= (ev[0] - 1) * interval_ref
+        return {"tpot_s": 1.0 if piled else 0.0, "decode_tok_s": 1.0 if piled else 0.0}
     if len(t) < 2 or len(ev) != len(t) or not row.get("e2e_s"):
         return None
     span = t[-1] - t[0]
@@ -111,10 +120,17 @@ def client_health(lateness: list[float], loop_lag: list[float], rows: list[dict[
     stall = _quantiles(stalls or [])
     cap = max(lag["max"] or 0.0, stall["max"] or 0.0)
     biases: dict[str, list[float]] = {m: [] for m in BIAS_METRICS}
+    intervals = []  # per request with two reads or more: its first-to-last span over its events minus one
+    for r, ev in wall_rows:
+        t = token_times(r.get("chunk_times_s") or [], r.get("chunk_tokens") or [])
+        carrying = sum(e for e, n in zip(ev or [], r.get("chunk_tokens") or [], strict=False) if n > 0)
+        if len(t) >= 2 and carrying > 1:
+            intervals.append((t[-1] - t[0]) / (carrying - 1))
+    interval_ref = statistics.median(intervals) if intervals else 0.0
     for r, ev in wall_rows:
         if ev is None or not r.get("ok", True):
             continue
-        b = request_bias(r, ev, cap)
+        b = request_bias(r, ev, cap, interval_ref)
         for k, v in (b or {}).items():
             biases[k].append(v)
     bias = {m: (abs(statistics.median(v)) if v else None) for m, v in biases.items()}

@@ -108,3 +108,12 @@ def test_cool_downs_that_end_with_the_last_measured_request_end_ok(schedule_serv
                      requests_n=6, warmup=0, seed=1, protocol="openai", on_row=lambda i, u, r: rows.append(r))
     cool = [r for r in rows if r["phase"] == "cooldown"]
     assert cool and all(r["ok"] for r in cool), [r.get("error") for r in cool]
+
+
+def test_a_whole_stream_in_one_read_counts_when_the_loop_was_away_long_enough():
+    one = {"chunk_times_s": [0.1], "chunk_tokens": [6], "e2e_s": 0.1, "ok": True}
+    assert request_bias(one, [6], cap=0.1, interval_ref=0.01) == {"tpot_s": 1.0, "decode_tok_s": 1.0}
+    assert request_bias(one, [6], cap=0.002, interval_ref=0.01)["tpot_s"] == 0.0  # the server sent them together
+    piled = client_health([], [0.001] * 9, [one] * 3 + [ROW], cpu={"thread_s": 1.0, "wall_s": 1.0},
+                          reads=[[6]] * 3 + [[1, 1, 1, 1]], stalls=[0.2])
+    assert piled["bias"]["tpot_s"] == 1.0 and piled["bottleneck"]
