@@ -24,6 +24,9 @@ cap)`` (interval: the request's first-to-last span over its events minus one) an
 cancels: its possible relative bias is ``(d_end - d_first) / span``, signed, and the launch keeps the
 absolute value of its median over the measured requests (decode alike); TTFT ``d_first / ttft``; e2e
 and the throughputs ``d_end / e2e`` (medians, like the sim's lag check, servers/sim/fidelity.py). A
+request whose whole stream came in one read has no decode the reads can time: it counts as a TPOT and
+decode bias of 100% when ``cap`` is at least (its events - 1) x the launch's median interval between
+events (the loop was away long enough for them to pile up), else 0 (the server sent them together). A
 bias over ``BIAS_WARN`` makes the client the bottleneck with its figure, and analysis/bias.py marks
 the verdicts that figure could move. The loop's CPU share (``cpu.busy``: running plus waiting for a
 core, Linux schedstat's run-queue wait) is reported but decides nothing: criterion 1 called a loop
