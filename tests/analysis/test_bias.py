@@ -41,3 +41,15 @@ def test_a_bias_marks_the_verdicts_it_could_move_and_saturation_marks_all():
     assert client_marks(H, helps, large) == []  # 2% cannot carry 1.75 across 1.10
     assert client_marks(H, helps, saturated)[0].startswith("UNRELIABLE: the client was saturated in 1 launch")
     assert client_marks(H, {"id": "x", "kind": "launches", "ci": None}, saturated) == []
+
+
+def test_a_criterion_1_record_is_read_as_it_was_written_beside_a_criterion_2_one():
+    """Criterion 1 (rows without `criterion`) marked a busy loop saturated; criterion 2 never does. Analysis
+    reads what each row says, so an old record's marks do not change and a new one's come from its bias."""
+    old = {**_workload("a", bottleneck=True, saturated=True, bias=0.001)}
+    new = _workload("b", bottleneck=True, bias=0.001)
+    new["client"].update(criterion=2)
+    helps = {"id": "helps_eagle3", "kind": "increase", "ci": [1.75, 1.88]}
+    assert client_marks(H, helps, client_bias([old], "decode_tok_s"))[0].startswith("UNRELIABLE: the client was "
+                                                                                   "saturated")
+    assert client_marks(H, helps, client_bias([new], "decode_tok_s")) == []

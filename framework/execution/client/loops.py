@@ -63,18 +63,25 @@ def _settle(done: asyncio.Future, t: float) -> None:
 
 
 class _LoopLag:
-    """How long a callback made ready waits before the loop runs it, sampled every 10 ms."""
+    """How long a callback made ready waits before the loop runs it (`samples`), and how late its 10 ms timer
+    fired (`stalls`), sampled every 10 ms. A burst of work (many streams ending at once) keeps the loop from
+    its timers for the whole burst while a ready callback, queued after it, waits only for what is left:
+    the self-check caps a read's possible wait by the larger of the two (selfcheck.client_health)."""
 
     def __init__(self) -> None:
         self.samples: list[float] = []
+        self.stalls: list[float] = []
         self._task: asyncio.Task | None = None
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            asleep = time.perf_counter()
             await asyncio.sleep(LOOP_LAG_PERIOD_S)
+            woke = time.perf_counter()
+            self.stalls.append(max(0.0, woke - asleep - LOOP_LAG_PERIOD_S))
             done = loop.create_future()
-            loop.call_soon(_settle, done, time.perf_counter())
+            loop.call_soon(_settle, done, woke)
             self.samples.append(await done)
 
     def start(self) -> None:
@@ -152,8 +159,8 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
         if waited is not None and cpu0[2] is not None:
             cpu["run_queue_s"] = waited - cpu0[2]
     await lag.stop()
-    health = {**client_health(lateness, lag.samples, rows, cpu=cpu, reads=reads), "clock_origin_s": t_origin,
-              "connection_retries": retried[0]}
+    health = {**client_health(lateness, lag.samples, rows, cpu=cpu, reads=reads, stalls=lag.stalls),
+              "clock_origin_s": t_origin, "connection_retries": retried[0]}
     if share is not None:  # a worker: its own health, and the raw timing the parent merges over every worker
         return {"health": health, "lateness": lateness, "loop_lag": lag.samples}
     return health

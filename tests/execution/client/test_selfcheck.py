@@ -15,30 +15,52 @@ import pytest
 
 from framework.core.workload import Workload
 from framework.execution.client import client_health, run_workload
-from framework.execution.client.selfcheck import BUSY_SATURATED, request_bias
+from framework.execution.client.selfcheck import BIAS_WARN, CRITERION, request_bias
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port
 
 ROW = {"chunk_times_s": [0.02, 0.04, 0.06, 0.08], "chunk_tokens": [1, 1, 1, 1], "e2e_s": 0.08, "ok": True}
 
 
-def test_a_read_of_several_events_counts_only_while_the_client_was_busy():
+def test_a_read_of_several_events_counts_as_far_as_the_loop_was_away():
     events = [1, 1, 1, 3]  # the last read carried 3 events of a 6-event stream spanning 60 ms: interval 12 ms
-    busy = request_bias(ROW, events, lag=0.0, reads_count=True)
-    assert busy["tpot_s"] == pytest.approx(2 * 0.012 / 0.06) and busy["ttft_s"] == 0.0
-    assert busy["e2e_s"] == pytest.approx(2 * 0.012 / 0.08)
-    assert request_bias(ROW, events, lag=0.0, reads_count=False)["tpot_s"] == 0.0  # idle: the server's batching
-    assert request_bias(ROW, events, lag=0.0006, reads_count=False)["tpot_s"] == pytest.approx(0.01)
+    late = request_bias(ROW, events, cap=1.0)
+    assert late["tpot_s"] == pytest.approx(2 * 0.012 / 0.06) and late["ttft_s"] == 0.0
+    assert late["e2e_s"] == pytest.approx(2 * 0.012 / 0.08)
+    # the loop was never away for more than 5 ms: the bunching was the server's beyond that
+    assert request_bias(ROW, events, cap=0.005)["tpot_s"] == pytest.approx(0.005 / 0.06)
+    assert request_bias(ROW, events, cap=0.0)["tpot_s"] == 0.0
 
 
-def test_health_flags_saturation_and_a_large_read_bias_but_not_a_light_load():
+def test_a_wait_common_to_the_first_and_last_read_cancels_in_tpot():
+    both = request_bias(ROW, [3, 1, 1, 3], cap=1.0)  # 8 events over 60 ms: both reads waited 2 x 8.57 ms
+    assert both["tpot_s"] == pytest.approx(0.0, abs=1e-12) and both["ttft_s"] > 0.5
+    first = request_bias(ROW, [3, 1, 1, 1], cap=1.0)  # only the first: TPOT reads short (a negative bias)
+    assert first["tpot_s"] == pytest.approx(-2 * 0.06 / 5 / 0.06)
+
+
+def test_the_end_stamped_after_the_last_read_counts_in_tpot():
+    row = {**ROW, "e2e_s": 0.083}  # the response's end stamped 3 ms after its last token's read
+    assert request_bias(row, [1, 1, 1, 1], cap=0.0)["tpot_s"] == pytest.approx(0.003 / 0.06)
+    assert request_bias(row, [1, 1, 1, 1], cap=0.0)["e2e_s"] == pytest.approx(0.003 / 0.083)
+
+
+def test_health_flags_a_large_read_bias_but_not_a_busy_or_queued_loop():
     light = client_health([], [1e-5] * 9, [ROW], cpu={"thread_s": 0.05, "wall_s": 1.0}, reads=[[1, 1, 1, 1]])
     assert not light["bottleneck"] and not light["saturated"] and light["events_per_read"]["mean"] == 1
+    assert light["criterion"] == CRITERION == 2
     queued = client_health([], [1e-5] * 9, [ROW], cpu={"thread_s": 0.3, "run_queue_s": 0.65, "wall_s": 1.0},
                            reads=[[1, 1, 1, 1]])
-    assert queued["saturated"] and queued["bottleneck"]  # kept off its core by others: as late as a busy client
-    bunched = client_health([], [1e-5] * 9, [ROW], cpu={"thread_s": 0.6, "wall_s": 1.0}, reads=[[1, 1, 1, 3]])
+    assert not queued["saturated"] and not queued["bottleneck"]  # busy 95%, but every read came alone
+    assert queued["cpu"]["busy"] == pytest.approx(0.95)
+    bunched = client_health([], [0.02] * 9, [ROW], cpu={"thread_s": 0.6, "wall_s": 1.0}, reads=[[1, 1, 1, 3]])
     assert bunched["bottleneck"] and not bunched["saturated"] and bunched["bias"]["tpot_s"] > 0.3
-    assert "off by up to" in bunched["reasons"][0]
+    assert any("off by up to" in why for why in bunched["reasons"])
+    batched = client_health([], [1e-5] * 9, [ROW], cpu={"thread_s": 0.6, "wall_s": 1.0}, reads=[[1, 1, 1, 3]],
+                            stalls=[1e-4] * 9)  # a prompt loop: the three events came in one write
+    assert batched["bias"]["tpot_s"] < BIAS_WARN and not batched["bottleneck"]
+    stalled = client_health([], [1e-5] * 9, [ROW], cpu={"thread_s": 0.6, "wall_s": 1.0}, reads=[[1, 1, 1, 3]],
+                            stalls=[0.03])  # its timer fired 30 ms late once: the loop was away that long
+    assert stalled["bias"]["tpot_s"] > 0.3 and stalled["bottleneck"]
     sim = client_health([], [1e-5] * 9, [{**ROW, "clock": "sim_model"}], cpu={"thread_s": 1.0, "wall_s": 1.0},
                         reads=[[1, 1, 1, 3]])
     assert not sim["bottleneck"]  # figures on the server's own clock do not depend on the client's reads
@@ -65,7 +87,7 @@ def _health(proc: ServerProcess, workload: Workload, requests_n: int) -> dict:
 def test_a_load_far_beyond_one_core_is_detected_with_its_bias(schedule_server):
     with schedule_server(5, 1) as proc:
         health = _health(proc, Workload(prompt_tokens=4, output_tokens=64, concurrency=256), 256)
-    assert health["bottleneck"] and health["saturated"] and health["cpu"]["busy"] >= BUSY_SATURATED
+    assert health["bottleneck"] and health["bias"]["tpot_s"] > BIAS_WARN, health["reasons"]
     assert health["events_per_read"]["mean"] > 1  # reads that each carried several of a stream's events
 
 
@@ -73,7 +95,7 @@ def test_a_very_light_load_is_not_flagged(schedule_server):
     with schedule_server(20, 20) as proc:
         health = _health(proc, Workload(prompt_tokens=4, output_tokens=20, concurrency=1), 3)
     assert not health["bottleneck"], health["reasons"]
-    assert health["cpu"]["busy"] < BUSY_SATURATED and health["bias"]["tpot_s"] < 0.01
+    assert not health["saturated"] and health["bias"]["tpot_s"] < BIAS_WARN
 
 
 def test_cool_downs_that_end_with_the_last_measured_request_end_ok(schedule_server):
@@ -86,3 +108,12 @@ def test_cool_downs_that_end_with_the_last_measured_request_end_ok(schedule_serv
                      requests_n=6, warmup=0, seed=1, protocol="openai", on_row=lambda i, u, r: rows.append(r))
     cool = [r for r in rows if r["phase"] == "cooldown"]
     assert cool and all(r["ok"] for r in cool), [r.get("error") for r in cool]
+
+
+def test_a_whole_stream_in_one_read_counts_when_the_loop_was_away_long_enough():
+    one = {"chunk_times_s": [0.1], "chunk_tokens": [6], "e2e_s": 0.1, "ok": True}
+    assert request_bias(one, [6], cap=0.1, interval_ref=0.01) == {"tpot_s": 1.0, "decode_tok_s": 1.0}
+    assert request_bias(one, [6], cap=0.002, interval_ref=0.01)["tpot_s"] == 0.0  # the server sent them together
+    piled = client_health([], [0.001] * 9, [one] * 3 + [ROW], cpu={"thread_s": 1.0, "wall_s": 1.0},
+                          reads=[[6]] * 3 + [[1, 1, 1, 1]], stalls=[0.2])
+    assert piled["bias"]["tpot_s"] == 1.0 and piled["bottleneck"]
