@@ -129,8 +129,9 @@ def test_a_success_gives_the_old_row(measure):
         "ok": True, "error": None, "error_class": None, "endpoint": "generate", "prompt_tokens": 5,
         "token_count_source": "meta_info", "chunk_times_s": [0.25, 0.5, 0.75], "chunk_tokens": [1, 2, 1],
         "time_scale": 2.0, "sent_at": SENT_AT, "start_s": 0.5, "server_request_id": "r1", **NO_SIM_LAGS,
-        "completion_tokens": 4, "e2e_s": 2.5, "ttft_s": 0.5, "tpot_s": 0.3333333333333333, "decode_tok_s": 3.0,
-        "output_tok_s": 1.6, "accept_length": None, "clock": "wall", "decode_tokens": 3, "decode_s": 1.0,
+        # e2e ends when the last bytes ([DONE]) arrived, not when the client closed the stream a tick later
+        "completion_tokens": 4, "e2e_s": 2.0, "ttft_s": 0.5, "tpot_s": 0.3333333333333333, "decode_tok_s": 3.0,
+        "output_tok_s": 2.0, "accept_length": None, "clock": "wall", "decode_tokens": 3, "decode_s": 1.0,
     })
     assert set(row) == _keys(MEASURED_KEYS + DECODE_KEYS)
 
@@ -182,7 +183,7 @@ def test_a_success_on_the_sims_model_clock_gives_the_old_row(measure):
         "sim_first_lag_s": 0, "sim_last_lag_s": 0.002, "completion_tokens": 3, "e2e_s": 1.0, "ttft_s": 0.5,
         "tpot_s": 0.25, "decode_tok_s": 4.0, "output_tok_s": 3.0, "accept_length": None, "clock": "sim_model",
         "chunk_model_times_s": [0.5, 0.75, 1.0], "chunk_model_tokens": [1, 1, 1], "wall_ttft_s": 0.5,
-        "wall_tpot_s": 0.5, "wall_e2e_s": 2.0, "wall_decode_tok_s": 2.0, "wall_output_tok_s": 1.5,
+        "wall_tpot_s": 0.5, "wall_e2e_s": 1.5, "wall_decode_tok_s": 2.0, "wall_output_tok_s": 2.0,
         "decode_tokens": 2, "decode_s": 0.5, "sim_mean_batch": 3, "sim_arrival_model_s": 12.5,
     })
     assert set(row) == set(MEASURED_KEYS + MODEL_CLOCK_KEYS + DECODE_KEYS) | set(ALWAYS)  # the sim sent its lags
