@@ -62,7 +62,7 @@ def _proven(run_dir: Path, rows: list[dict[str, Any]], hypothesis_sha: str, name
     rec = read_json_object(run_dir / "verdict.json")
     if rec is not None and ledger.is_kind(rec, "verdict"):
         return (rec.get("hypothesis") or {}).get("sha256") == hypothesis_sha
-    starts = [t for r in rows if r.get("kind") == "launch" and not r.get("definition")
+    starts = [t for r in Trials(rows).of_kind("launch") if not r.get("definition")
               if (t := _when(r.get("started"))) is not None]
     if not starts or not ledger_path.is_file():
         return False

@@ -19,6 +19,7 @@ from framework.analysis.planning import anytime_cap, anytime_launch_floor
 from framework.analysis.search import confirm_hypothesis, grid_hypothesis
 from framework.core import walltime
 from framework.core.spec import Design, Experiment, Hypothesis, load_experiment, load_hypothesis, validate_model
+from framework.core.trials import Trials
 from framework.errors import BackendConfigError, ConfigError, SpecError
 from framework.execution import adapters
 from framework.execution.backends import Backend, BackendSettings
@@ -339,8 +340,8 @@ def check_carry(cfg: DictConfig, dirs: list[Path]) -> None:
     known: set[str] = set()
     for d in dirs:
         if (d / "trials.jsonl").is_file():
-            for r in read_trials(d / "trials.jsonl"):
-                if r.get("kind") == "launch" and r.get("launch_id") is not None:
+            for r in Trials(read_trials(d / "trials.jsonl")).of_kind("launch"):
+                if r.get("launch_id") is not None:
                     known |= {str(r["launch_id"]), str(r["launch_id"]).rpartition("-a")[0]}
     unknown = sorted(carry - known)
     if unknown and any((d / "trials.jsonl").is_file() for d in dirs):
