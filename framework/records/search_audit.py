@@ -99,7 +99,20 @@ def link_problems(rec: dict[str, Any], line: int, ledger_path: Path, exploration
     fresh = _seeds(ledger_path, rec.get("trials") or {}) & _seeds(ledger_path, exploration.get("trials") or {})
     if fresh:
         problem(f"the confirmation reused {len(fresh)} launch seed(s) of the exploration: its launches are not fresh")
+    copied = _launches(ledger_path, rec.get("trials") or {}) & _launches(ledger_path, exploration.get("trials") or {})
+    if copied:
+        problem(f"the confirmation holds {len(copied)} launch(es) of the exploration (the same id and start, "
+                f"{sorted(copied)[0][0]} first): its launches are not fresh")
     return out
+
+
+def _launches(ledger_path: Path, trials: dict[str, Any]) -> set[tuple[str, str]]:
+    """Each launch's (id, start): a launch id repeats across runs, with its start it names one launch."""
+    path = _resolve(ledger_path, str(trials.get("path") or ""))
+    if path is None:
+        return set()
+    rows = parse_trials(path.read_bytes(), path)
+    return {(str(r.get("launch_id")), str(r.get("started"))) for r in Trials(rows).of_kind("launch")}
 
 
 def unlinked_problems(rec: dict[str, Any], line: int, explorations: dict[str, dict[str, Any]]) -> list[Problem]:

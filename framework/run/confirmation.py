@@ -43,13 +43,15 @@ def _trials_path(ledger_path: Path, exploration: dict[str, Any]) -> Path | None:
     return next((c.resolve() for c in candidates if c.is_file()), None)
 
 
-def exploration_seeds(ledger_path: Path, exploration: dict[str, Any]) -> set[int]:
-    """The seeds of every exploration launch (none when its trials file is gone)."""
+def exploration_launches(ledger_path: Path, exploration: dict[str, Any]) -> tuple[set[int], set[tuple[str, str]]]:
+    """The seeds of every exploration launch, and each launch's (id, start) identity (none when its trials
+    file is gone): a launch id alone repeats across runs (c0-r0-a1), with its start it names one launch."""
     path = _trials_path(ledger_path, exploration)
     if path is None:
-        return set()
-    rows = parse_trials(path.read_bytes(), path)
-    return {int(r["seed"]) for r in Trials(rows).of_kind("launch") if isinstance(r.get("seed"), int)}
+        return set(), set()
+    launches = Trials(parse_trials(path.read_bytes(), path)).of_kind("launch")
+    return ({int(r["seed"]) for r in launches if isinstance(r.get("seed"), int)},
+            {(str(r.get("launch_id")), str(r.get("started"))) for r in launches})
 
 
 def check_fresh(ledger_path: Path, exploration: dict[str, Any], run_dir: Path, rows: list[dict[str, Any]],
@@ -62,11 +64,11 @@ def check_fresh(ledger_path: Path, exploration: dict[str, Any], run_dir: Path, r
     if _trials_path(ledger_path, exploration) == (run_dir / "trials.jsonl").resolve():
         raise ConfigError("command line", "resume", f"{run_dir} is the exploration of search {search_id}, which "
                                                     f"{name} confirms; {safe}")
-    seeds = exploration_seeds(ledger_path, exploration)
+    seeds, identities = exploration_launches(ledger_path, exploration)
     done = completed_launches(rows, requests_n)
-    taken = sorted(r["launch_id"] for r in Trials(rows).of_kind("launch")
-                   if r.get("launch_id") in done and r.get("seed") in seeds)
+    taken = sorted(r["launch_id"] for r in Trials(rows).of_kind("launch") if r.get("launch_id") in done and (
+        r.get("seed") in seeds or (str(r.get("launch_id")), str(r.get("started"))) in identities))
     if taken:
         raise ConfigError("command line", "resume", f"{run_dir}: {len(taken)} launch(es) ({', '.join(taken[:4])}) "
-                                                    f"have seeds of search {search_id}'s exploration, which {name} "
-                                                    f"confirms; {safe}")
+                                                    f"have seeds or launch ids of search {search_id}'s exploration, "
+                                                    f"which {name} confirms; {safe}")

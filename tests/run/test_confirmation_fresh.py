@@ -35,7 +35,14 @@ def test_a_confirmation_run_by_hand_refuses_exploration_launches_and_links_its_s
     (workdir / "copy").mkdir()
     shutil.copy(workdir / "s" / "trials.jsonl", workdir / "copy" / "trials.jsonl")
     out = framework("run", f"hypothesis={confirm}", "resume=copy", "hydra.run.dir=c1", cwd=workdir)
-    assert out.returncode == 2 and f"seeds of search {summary['id']}'s exploration" in out.stderr, out.stderr[-2000:]
+    given_away = f"have seeds or launch ids of search {summary['id']}'s exploration"
+    assert out.returncode == 2 and given_away in out.stderr, out.stderr[-2000:]
+    # with its seeds edited, its launches (an id and a start) still do
+    rows = [json.loads(x) for x in (workdir / "s" / "trials.jsonl").read_text().splitlines() if x.strip()]
+    (workdir / "copy" / "trials.jsonl").write_text("".join(
+        json.dumps({**r, "seed": r["seed"] + 1} if r["kind"] == "launch" else r) + "\n" for r in rows))
+    out = framework("run", f"hypothesis={confirm}", "resume=copy", "hydra.run.dir=c1", cwd=workdir)
+    assert out.returncode == 2 and given_away in out.stderr, out.stderr[-2000:]
     assert (workdir / "verdicts.jsonl").read_text() == before and not (workdir / "c1" / "trials.jsonl").exists()
 
     # by hand on fresh launches: the record links the search, and audit checks the link
