@@ -10,7 +10,9 @@ multiplied wall durations by the scale, and keeps the scale on every row.
 Format versions (CHANGELOG.md): 1, rows without a `format` key (before 0.2); 2, every row says
 `"format": 2` and a request row leaves out the simulator's `sim_*` fields when the server sent none.
 Both read the same way: a missing field is None. Since 0.2 a run also writes one `environment` row
-(where it ran) before its first launch; files without one read as before.
+(where it ran) before its first launch; files without one read as before. Since 0.3 launch and launch end
+rows name the `definition` they were measured under (framework.core.definition); format 2 still, as a row
+without one reads as a launch of unknown definition (what `resume=` and `audit` must then prove otherwise).
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ class LaunchRow(_Row):
     argv: list[str] = []
     server_info: dict | None = None
     machine: dict | None = None  # the machine it ran on: {id, host, cpu, gpus: [{uuid, name}], label} (0.3)
+    # what it was measured under: {hypothesis, experiment, design} SHA-256s (framework.core.definition; 0.3)
+    definition: dict[str, str] | None = None
     started: str
     finished: str
 
@@ -89,6 +93,7 @@ class LaunchEndRow(_Row):
     error: str | None = None
     release: dict | None = None
     server_metrics: dict | None = None  # its own Prometheus counters before the stop (framework.execution.prometheus)
+    definition: dict[str, str] | None = None  # as its launch row's (framework.core.definition; 0.3)
     finished: str
 
 

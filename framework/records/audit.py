@@ -19,6 +19,7 @@ from typing import Any, Iterable
 
 from framework.analysis import rules
 from framework.analysis.verdicts import distinct_rows
+from framework.core import definition as definition_mod
 from framework.core.spec import Hypothesis, check_hypothesis, parse_yaml, validate_model
 from framework.core.tolerance import close, close_list
 from framework.core.trials import Trials, parse_trials
@@ -58,17 +59,6 @@ class AuditReport:
 # --------------------------------------------------------------------------- pure helpers
 
 
-
-
-def _later(a: Any, b: Any, slack_s: float = 1.0) -> bool:
-    """Whether timestamp `a` is later than `b` by more than `slack_s` (records may round to seconds)."""
-    from datetime import datetime
-
-    try:
-        ta, tb = (datetime.fromisoformat(str(x).replace("Z", "+00:00")) for x in (a, b))
-        return (ta - tb).total_seconds() > slack_s
-    except (TypeError, ValueError):
-        return False
 
 
 def _dump(obj: Any) -> Any:
@@ -273,6 +263,45 @@ def provenance(record: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+# --------------------------------------------------------------------------- one definition
+
+
+def definition_problems(rec: dict[str, Any], rows: list[dict[str, Any]],
+                        registrations: dict[str, dict[str, Any]]) -> list[str]:
+    """The launches a verdict rests on were measured under the definition it names (framework.core.definition),
+    recomputed from the trials file: a launch row's hypothesis hash must be the record's hypothesis sha256, its
+    design hash the record's design's, its experiment hash the record's `analysis.definition`; else the launch is
+    carried over by name, in the record's `analysis.carried_over` and in the amendment the record ran under.
+    Rows from before definitions name none and are held to nothing here (as old records are)."""
+    analysis = rec.get("analysis") or {}
+    claimed = analysis.get("definition") if isinstance(analysis.get("definition"), dict) else {}
+    own = {"hypothesis": (rec.get("hypothesis") or {}).get("sha256"),
+           "design": definition_mod.design_sha256(analysis["design"]) if isinstance(analysis.get("design"), dict)
+           else claimed.get("design"), "experiment": claimed.get("experiment")}
+    out = [f"the record's definition names {p} {str(claimed[p])[:12]}, but its own {p} hashes to "
+           f"{str(own[p])[:12]}" for p in ("hypothesis", "design") if claimed.get(p) not in (None, own[p])]
+    amendment = registrations.get(str(rec.get("registration"))) or {}
+    ledger_carry = {str(x) for x in amendment.get("carried_over") or []}
+    record_carry = {str(x) for x in analysis.get("carried_over") or []}
+    for launch_id in sorted(record_carry):
+        if launch_id not in ledger_carry and launch_id.rpartition("-a")[0] not in ledger_carry:
+            out.append(f"carries launch {launch_id} over, but the amendment it ran under "
+                       f"({str(rec.get('registration'))[:12]}) does not list it")
+    foreign = []
+    for launch_id, row_def in definition_mod.launch_definitions(Trials.of(rows).of_kind("launch")).items():
+        if not row_def:
+            continue
+        parts = [p for p in definition_mod.PARTS if own[p] is not None and row_def.get(p) != own[p]]
+        if parts and launch_id not in record_carry:
+            foreign.append((launch_id, parts))
+    if foreign:
+        parts = sorted({p for _, ps in foreign for p in ps}, key=definition_mod.PARTS.index)
+        ids = ", ".join(i for i, _ in foreign[:4]) + (f", ... {len(foreign) - 4} more" if len(foreign) > 4 else "")
+        out.append(f"{len(foreign)} launch(es) ({ids}) were measured under another definition "
+                   f"({definition_mod.describe(parts)} differ from the record's), and no amendment carries them over")
+    return out
+
+
 # --------------------------------------------------------------------------- the anchor
 
 
@@ -344,10 +373,8 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
             if (reg.get("hypothesis") or {}).get("sha256") != ref.get("sha256"):
                 out.append(problem("registration", f"ran a hypothesis (sha256 {str(ref.get('sha256'))[:12]}) other "
                                    f"than the one registered in {reg_hash[:12]}"))
-            registered = reg.get("amended") or reg.get("registered")
-            if _later(registered, rec.get("started")):
-                out.append(problem("registration",
-                                   f"registered at {registered}, after the run started at {rec['started']}"))
+            # registered before the run: by the order of ledger lines (`registrations` holds earlier lines only),
+            # never by comparing clocks, which a loaded machine (or another one) moves
 
     trials = rec.get("trials") or {}
     path = resolve_trials(ledger_path, trials.get("path", "")) if trials.get("path") else None
@@ -368,6 +395,7 @@ def _check_verdict(rec: dict[str, Any], line: int, ledger_path: Path,
     rows = parse_trials(data, path)
     out += [problem("provenance", d) for d in provenance(rec, rows)]
     out += [problem("machine", d) for d in machine_audit.problems(rows, lambda p: resolve_trials(ledger_path, p))]
+    out += [problem("definition", d) for d in definition_problems(rec, rows, registrations)]
 
     try:
         _, dropped = distinct_rows(rows)
@@ -405,10 +433,13 @@ def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER, expect_head: tuple[st
         report.problems += anchor_problems(parsed, *expect_head)
     registrations: dict[str, dict[str, Any]] = {}
     explorations: dict[str, dict[str, Any]] = {}
+    lines: dict[str, int] = {}  # each record's line: what "before" means in a ledger
     for n, rec in parsed:
         if rec is None:
             report.records.append(RecordRow(n, None, None, None, None, None))
             continue
+        if isinstance(rec.get("hash"), str):
+            lines.setdefault(rec["hash"], n)
         kind = rec.get("kind")
         row = RecordRow(n, rec.get("hash"), kind, (rec.get("hypothesis") or {}).get("name"), rec.get("verdict"),
                         rec.get("finished") or rec.get("amended") or rec.get("registered"), backend=rec.get("backend"))
@@ -423,7 +454,9 @@ def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER, expect_head: tuple[st
             problems, row.today = _check_verdict(rec, n, path, registrations)
             report.problems += problems
             if rec.get("search") is not None:
-                report.problems += search_problems.link_problems(rec, n, path, explorations, registrations)
+                report.problems += search_problems.link_problems(rec, n, path, explorations, registrations, lines)
+            else:
+                report.problems += search_problems.unlinked_problems(rec, n, explorations)
             row.rules_version = rules.version_of(rec)
             ext = (rec.get("analysis") or {}).get("extension")
             if ext:

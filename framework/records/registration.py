@@ -94,11 +94,15 @@ def _settings_text(settings: dict[str, Any]) -> str:
 
 
 def check_or_amend(ledger_path: str | Path, hypothesis_path: str | Path, settings: dict[str, Any],
-                   allow_amend: bool, git_commit: str | None = None) -> tuple[str, bool]:
+                   allow_amend: bool, git_commit: str | None = None,
+                   carried_over: list[str] | None = None) -> tuple[str, bool]:
     """(hash of the registration or amendment in force, whether an amendment was appended now).
 
     Registers the hypothesis when the ledger has no registration for it. Raises RegistrationChanged
     when the file or the settings changed since registration, unless `allow_amend`.
+    `carried_over`: launch ids a resume reuses although they were measured under another definition
+    (`resume_carry=`, which needs `allow_amend`): an amendment listing them is appended even when nothing
+    else changed, so the ledger says which launches the verdict carries over.
     Holds the ledger lock throughout so two runs cannot both register or amend the same change.
     """
     ref = hypothesis_ref(hypothesis_path)
@@ -112,11 +116,12 @@ def check_or_amend(ledger_path: str | Path, hypothesis_path: str | Path, setting
         old_ref = now_in_force["hypothesis"]
         content_changed = old_ref.get("sha256") != ref.sha256
         settings_changed = now_in_force.get("analysis_sha256") != new_settings_sha
-        if not content_changed and not settings_changed:
+        if not content_changed and not settings_changed and not carried_over:
             return now_in_force["hash"], False
         when = now_in_force.get("amended") or now_in_force.get("registered")
         what = " and ".join(x for x, changed in (
-            (f"{hypothesis_path}", content_changed), ("its analysis settings", settings_changed)) if changed)
+            (f"{hypothesis_path}", content_changed), ("its analysis settings", settings_changed)) if changed) or (
+            "nothing (launches carried over by resume_carry=)")
         verb = "amended" if amendments else "registered"
         if not allow_amend:
             raise RegistrationChanged(
@@ -135,7 +140,8 @@ def check_or_amend(ledger_path: str | Path, hypothesis_path: str | Path, setting
                               amends=now_in_force["hash"], registration=reg["hash"], diff=diff,
                               analysis=settings, analysis_sha256=new_settings_sha,
                               previous_analysis_sha256=now_in_force.get("analysis_sha256"),
-                              git_commit=commit, amended=_now())
+                              git_commit=commit, amended=_now(),
+                              **({"carried_over": sorted(carried_over)} if carried_over else {}))
         return ledger.append(ledger_path, rec)["hash"], True
 
 

@@ -59,8 +59,11 @@ def _seeds(ledger_path: Path, trials: dict[str, Any]) -> set[int]:
 
 
 def link_problems(rec: dict[str, Any], line: int, ledger_path: Path, explorations: dict[str, dict[str, Any]],
-                  registrations: dict[str, dict[str, Any]]) -> list[Problem]:
-    """A confirmatory verdict's `search` field against the exploration it names and the files both point at."""
+                  registrations: dict[str, dict[str, Any]], lines: dict[str, int] | None = None) -> list[Problem]:
+    """A confirmatory verdict's `search` field against the exploration it names and the files both point at.
+
+    `lines`: each record's ledger line, by hash; the confirmation's registration must come after its
+    exploration in the ledger (without `lines`, by their clocks, as before)."""
     name = (rec.get("hypothesis") or {}).get("name")
     link = rec.get("search") or {}
     out: list[Problem] = []
@@ -84,10 +87,41 @@ def link_problems(rec: dict[str, Any], line: int, ledger_path: Path, exploration
     if (exploration.get("search_json") or {}).get("sha256") != link.get("sha256"):
         problem("its search.json sha256 differs from the one its exploration recorded")
     reg = registrations.get(str(rec.get("registration")))
-    if reg is not None and str(reg.get("registered") or reg.get("amended") or "") < str(exploration.get("finished")):
+    if lines is not None:
+        early = reg is not None and lines.get(str(rec.get("registration")), 0) < lines.get(str(link.get("exploration")),
+                                                                                            0)
+    else:
+        early = reg is not None and str(reg.get("registered") or reg.get("amended") or "") < str(
+            exploration.get("finished"))
+    if early:
         problem("the confirmation was registered before its exploration finished: it could not have been declared "
                 "from the search's result alone")
     fresh = _seeds(ledger_path, rec.get("trials") or {}) & _seeds(ledger_path, exploration.get("trials") or {})
     if fresh:
         problem(f"the confirmation reused {len(fresh)} launch seed(s) of the exploration: its launches are not fresh")
+    copied = _launches(ledger_path, rec.get("trials") or {}) & _launches(ledger_path, exploration.get("trials") or {})
+    if copied:
+        problem(f"the confirmation holds {len(copied)} launch(es) of the exploration (the same id and start, "
+                f"{sorted(copied)[0][0]} first): its launches are not fresh")
     return out
+
+
+def _launches(ledger_path: Path, trials: dict[str, Any]) -> set[tuple[str, str]]:
+    """Each launch's (id, start): a launch id repeats across runs, with its start it names one launch."""
+    path = _resolve(ledger_path, str(trials.get("path") or ""))
+    if path is None:
+        return set()
+    rows = parse_trials(path.read_bytes(), path)
+    return {(str(r.get("launch_id")), str(r.get("started"))) for r in Trials(rows).of_kind("launch")}
+
+
+def unlinked_problems(rec: dict[str, Any], line: int, explorations: dict[str, dict[str, Any]]) -> list[Problem]:
+    """A verdict of a search's confirmation (named NAME_confirm_ID after an earlier exploration in the ledger) must
+    link that search, however it was run: else nothing checks that its launches were fresh."""
+    name = (rec.get("hypothesis") or {}).get("name")
+    for h, exploration in explorations.items():
+        if f"{(exploration.get('hypothesis') or {}).get('name')}_confirm_{exploration.get('search_id')}" == name:
+            return [Problem(line, rec.get("hash"), name, "search",
+                            f"confirms search {exploration.get('search_id')!r} (exploration {h[:12]}) but does not "
+                            "link it: nothing shows its launches are fresh (rerun it: the run links it now)")]
+    return []

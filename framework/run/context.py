@@ -32,4 +32,5 @@ class RunContext:
     extra: dict[str, Any] = field(default_factory=dict)
     machine: dict[str, Any] = field(default_factory=dict)  # this process's machine (framework.core.machine.identity)
     machine_slot: int | None = None  # run only the blocks of this slot of design.machines (None: all)
+    definition: dict[str, str] | None = None  # what its launches are measured under (framework.run.definition)
     redactor: Redactor = field(default_factory=Redactor)

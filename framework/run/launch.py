@@ -32,7 +32,8 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
     common = {"format": FORMAT, "launch_id": launch_id, "condition": cond.index, "levels": cond.levels}
     planned_fields = {**common, "replicate": planned.replicate, "block": planned.block, "attempt": attempt,
                       "seed": planned.seed,  # what every launch row of this launch says of its plan
-                      "machine": ctx.machine or None}  # and where it ran (framework.core.machine)
+                      "machine": ctx.machine or None,  # and where it ran (framework.core.machine)
+                      "definition": ctx.definition}  # and what it measured (framework.core.definition)
     started = now_iso()
     server: ServerProcess | None = None
     row = ctx.backend.table
@@ -113,7 +114,8 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
             end_launch(ctx, server, common, writer, progress, cond, lost_connection=lost_connection, lost=lost)
         elif (failure := lost_requests(lost)) is not None:  # an endpoint: no process, but the same rule
             progress.launch_failed(cond, failure.message())
-            writer.write(LaunchEndRow(**common, ok=False, requests_lost=dict(sorted(lost["classes"].items())),
+            writer.write(LaunchEndRow(**common, definition=ctx.definition, ok=False,
+                                      requests_lost=dict(sorted(lost["classes"].items())),
                                       failure_class=failure.cls, failure_line=failure.line, error=failure.message(),
                                       finished=now_iso()).to_json())
         writer.sync()
@@ -143,7 +145,7 @@ def end_launch(ctx: RunContext, server: ServerProcess, common: dict[str, Any], w
         progress.launch_failed(cond, failure.message())
     release = server.wait_released(ctx.backend.settle_timeout_s)
     writer.write(LaunchEndRow(
-        **common, ok=failure is None, exit_code=exit_code, crashed=crashed is not None,
+        **common, definition=ctx.definition, ok=failure is None, exit_code=exit_code, crashed=crashed is not None,
         requests_lost=dict(sorted((lost or {}).get("classes", {}).items())) or None,
         failure_class=failure.cls if failure else None, failure_line=failure.line if failure else None,
         error=failure.message() if failure else None, release=release.as_dict(), server_metrics=counters,

@@ -26,6 +26,7 @@ from framework.records.models import (
 )
 from framework.records.trials import release_summary, workload_records
 from framework.run.context import RunContext
+from framework.run.definition import carried
 from framework.run.measure import Measured
 from framework.run.writer import TrialsWriter, now_iso
 from framework.stats.extension import extension, launches_of
@@ -99,6 +100,8 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
             "stopping": {"sequential": d.sequential.enabled, "looks": measured.looks, "reason": measured.stop_reason,
                          "launches_per_condition": _launches_per_condition(writer.rows)},
             "resumed_from": _resumed_from(ctx),
+            "definition": ctx.definition,  # what its own launches were measured under (framework.core.definition)
+            **_carried_over(ctx, writer.rows),
             "extension": extension(previous, d.model_dump(mode="json"), d.analysis, d.alpha,
                                    launches_of(previous), chain=RULESETS[LATEST].chain_extensions)
             if previous else None,
@@ -125,6 +128,17 @@ def _twin_predictions(ctx: RunContext, adapter: ModuleType | None) -> dict[str, 
     make = getattr(adapter, "twin_predictions", None) if ctx.backend.simulated else None
     got = make(ctx.hypothesis, ctx.experiment, requests=ctx.design.requests, warmup=ctx.design.warmup) if make else None
     return {"twin_predictions": got} if got else {}
+
+
+def _carried_over(ctx: RunContext, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """`carried_over`: the launches of another definition a resume reused by name (`resume_carry=`), as the
+    amendment the run appended lists them; nothing when none was named."""
+    carry = carried(ctx.config.get("resume_carry"))
+    if not carry:
+        return {}
+    ids = sorted(str(r["launch_id"]) for r in Trials(rows).of_kind("launch")
+                 if r.get("launch_id") in carry or str(r.get("launch_id")).rpartition("-a")[0] in carry)
+    return {"carried_over": ids}
 
 
 def _resumed_from(ctx: RunContext) -> str | list[str] | None:

@@ -27,6 +27,7 @@ from framework.core.spec import (
     load_hypothesis,
     validate_model,
 )
+from framework.core.trials import Trials
 from framework.errors import BackendConfigError, ConfigError, SpecError
 from framework.execution import adapters
 from framework.execution.backends import Backend, BackendSettings
@@ -34,6 +35,7 @@ from framework.execution.backends import check as check_backend
 from framework.execution.client.workers import parse_workers
 from framework.records import ledger
 from framework.records.trials import read_trials
+from framework.run import definition as run_definition
 from framework.run.compose import compose, sweep_variants
 from framework.run.preflight import backend_fits, backend_settings, check_pair, size_problems
 from framework.run.redaction import literal_secret
@@ -312,15 +314,49 @@ def precheck(overrides: list[str], *, search: bool = False) -> list[tuple[DictCo
     checked = []
     for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
         cfg = compose(variant)
-        checked.append((cfg, resolve_config(cfg, search=search)))
-        for resume in resume_dirs(cfg.get("resume")):
+        resolved = resolve_config(cfg, search=search)
+        checked.append((cfg, resolved))
+        dirs = resume_dirs(cfg.get("resume"))
+        for resume in dirs:
             if not resume.exists():
                 raise ConfigError("command line", "resume", f"{resume} does not exist; give a run or sweep directory")
             for trials in [resume / "trials.jsonl", *resume.glob("*/trials.jsonl")]:
                 if trials.exists():
                     read_trials(trials)  # a damaged file is named with its line now, not after a server started
+        check_carry(cfg, dirs)
+        if run_definition.carried(cfg.get("resume_carry")) and any(o in ("-m", "--multirun") for o in overrides):
+            raise ConfigError("command line", "resume_carry", "carries launches of one run over: resume one run "
+                                                              "at a time, not a sweep (-m)")
         ledger.check_path(cfg.ledger)
+        # a run directory's launches belong to one definition (a sweep's job directories: checked by the session)
+        run_definition.vet_resume(dirs, run_definition.in_force(resolved.hypothesis_path, resolved.experiment,
+                                                                resolved.design),
+                                  name=resolved.hypothesis.name, ledger_path=Path(str(cfg.ledger)),
+                                  requests_n=resolved.design.requests,
+                                  carry=run_definition.carried(cfg.get("resume_carry")))
     return checked
+
+
+def check_carry(cfg: DictConfig, dirs: list[Path]) -> None:
+    """`resume_carry=[ID,...]`: launches of the resumed directories, carried over only with an amendment."""
+    carry = run_definition.carried(cfg.get("resume_carry"))
+    if not carry:
+        return
+    if not dirs:
+        raise ConfigError("command line", "resume_carry", "names launches to carry over from resume=DIR: give resume=")
+    if not bool(cfg.get("allow_amend", False)):
+        raise ConfigError("command line", "resume_carry", "carrying launches of another definition over is an "
+                                                          "amendment: add allow_amend=true (the ledger lists them)")
+    known: set[str] = set()
+    for d in dirs:
+        if (d / "trials.jsonl").is_file():
+            for r in Trials(read_trials(d / "trials.jsonl")).of_kind("launch"):
+                if r.get("launch_id") is not None:
+                    known |= {str(r["launch_id"]), str(r["launch_id"]).rpartition("-a")[0]}
+    unknown = sorted(carry - known)
+    if unknown and any((d / "trials.jsonl").is_file() for d in dirs):
+        raise ConfigError("command line", "resume_carry", f"no launch {unknown[0]!r} in {', '.join(map(str, dirs))}"
+                                                          f"; give launch ids as trials.jsonl names them (c1-r0-a1)")
 
 
 def precheck_one(overrides: list[str], command: str, *, search: bool = False) -> tuple[DictConfig, Resolved]:

@@ -32,7 +32,9 @@ from framework.present.report import summary_markdown, write_report
 from framework.records import ledger, registration
 from framework.records.registration import analysis_settings
 from framework.records.trials import client_bottlenecks, late_client_reason
+from framework.run import confirmation
 from framework.run.context import RunContext
+from framework.run.definition import carried
 from framework.run.handoff import write_pending
 from framework.run.measure import measure
 from framework.run.record import build_record, server_info_of, timing
@@ -44,7 +46,11 @@ from framework.run.writer import now_iso, previous_verdict
 def resolve(cfg: DictConfig, run_dir: Path, cwd: Path | None = None) -> RunContext:
     """Everything a run needs, checked (the one resolver, then the session's context). Relative paths are taken
     from `cwd` (where the user ran)."""
-    return open_context(cfg, resolve_config(cfg), run_dir, cwd)
+    ctx = open_context(cfg, resolve_config(cfg), run_dir, cwd)
+    exploration = confirmation.exploration_of(ctx.ledger, ctx.hypothesis.name)
+    if exploration is not None:  # a search's confirmation, however it is run: its record links the search
+        ctx.extra["search"] = confirmation.link(exploration)
+    return ctx
 
 
 def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
@@ -55,13 +61,20 @@ def run(ctx: RunContext, console: Console | None = None) -> dict[str, Any]:
         ctx.run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StorageError(f"{ctx.run_dir}: cannot create the run directory ({exc.strerror})") from None
-    started = now_iso()
     settings = analysis_settings(ctx.design)
+    carry = sorted(carried(ctx.config.get("resume_carry")))
     if ctx.ledger_writer == "submitter":  # a sweep job: the submitting process registered it (run.handoff)
         reg_hash, amended = registration.in_force(ctx.ledger, ctx.hypothesis_path, settings, ctx.allow_amend)
     else:
-        reg_hash, amended = registration.check_or_amend(ctx.ledger, ctx.hypothesis_path, settings, ctx.allow_amend)
+        reg_hash, amended = registration.check_or_amend(ctx.ledger, ctx.hypothesis_path, settings, ctx.allow_amend,
+                                                        carried_over=carry or None)
+    started = now_iso()  # after the registration: the record's start is never before the plan it ran under
 
+    if carry:
+        console.print(escape(f"warning: resume_carry: {len(carry)} launch(es) carried over whatever definition they "
+                             f"were measured under ({', '.join(carry[:4])}{', ...' if len(carry) > 4 else ''}); "
+                             f"the amendment {reg_hash[:12]} and the record list them"),
+                      style="yellow", highlight=False)
     session = Session(ctx)  # opened below: the secrets' redactor, the trials file, a resume's launches
     cov = ctx.sim_coverage or {}
     for line in cov.get("unmodelled_varied") or []:

@@ -37,6 +37,7 @@ from framework.execution.backends import BackendSettings
 from framework.execution.launcher import raise_if_signalled
 from framework.present.progress import RunProgress
 from framework.records import environment
+from framework.run import definition as definition_mod
 from framework.run.context import RunContext
 from framework.run.handoff import submitter_appends
 from framework.run.launch import run_launch
@@ -68,6 +69,7 @@ def open_context(cfg: DictConfig, resolved: Resolved, run_dir: Path, cwd: Path |
         ledger_writer="submitter" if submitter_appends(hydra_cfg) else "job",
         machine=environment.machine_identity((cfg.get("machine") or {}).get("label")),
         machine_slot=machine_slot(cfg, r.design),
+        definition=definition_mod.in_force(r.hypothesis_path, r.experiment, design or r.design),
     )
 
 
@@ -126,8 +128,14 @@ class Session:
             self.ctx.redactor.scrub_tree(self.ctx.run_dir / ".hydra")  # a key set in a config file
 
     def open(self) -> Session:
-        """The trials file, a resume's complete launches copied in, and the environment row."""
+        """The trials file, a resume's complete launches copied in (only those of the definition in force, none
+        of a search's exploration: `framework.run.definition.vet_resume`), and the environment row."""
         self.secure()
+        ctx = self.ctx
+        if ctx.resume is not None and ctx.definition is not None:
+            definition_mod.vet_resume([ctx.resume, *ctx.resume_also], ctx.definition, name=ctx.hypothesis.name,
+                                      ledger_path=ctx.ledger, requests_n=ctx.design.requests, run_dir=ctx.run_dir,
+                                      carry=definition_mod.carried(ctx.config.get("resume_carry")))
         self.writer = TrialsWriter(self.ctx.run_dir / "trials.jsonl", self.ctx.redactor)
         try:
             self.reused, self.attempts = reuse(self.ctx, self.writer)

@@ -423,3 +423,38 @@ def test_a_hypothesis_path_names_its_run_directory_by_its_stem_inside_outputs():
         cfg = hydra_compose(config_name="config", overrides=["hypothesis=../../x/y.yaml"], return_hydra_config=True)
     run_dir = OmegaConf.select(cfg, "hydra.run.dir")
     assert run_dir.startswith("outputs/") and run_dir.endswith("-y") and ".." not in run_dir
+
+
+# issue 31: a resume's launches belong to one definition (before anything is written or started)
+_OLD_LAUNCH = {"kind": "launch", "launch_id": "c0-r0-a1", "condition": 0, "ok": False, "seed": 1,
+               "started": "2020-01-01T00:00:00.000Z"}
+
+
+@pytest.mark.parametrize("definition,extra,fragment", [
+    ({"hypothesis": "0" * 64, "experiment": "0" * 64, "design": "0" * 64}, [],
+     "resume: old-run: 1 launch(es) (c0-r0-a1) were measured under another definition of 'eagle3_allreduce' (the "
+     "hypothesis file, the experiment and the design changed since)"),
+    (None, [], "1 launch(es) (c0-r0-a1) name no definition and neither the run's verdict.json nor the registration"),
+    (None, ["resume_carry=[c0-r0-a1]"], "resume_carry: carrying launches of another definition over is an amendment: "
+                                        "add allow_amend=true"),
+    (None, ["resume_carry=[c7-r0-a1]", "allow_amend=true"], "resume_carry: no launch 'c7-r0-a1' in old-run"),
+    (None, ["-m", "resume_carry=[c0-r0-a1]", "allow_amend=true"], "resume_carry: carries launches of one run over"),
+])
+def test_a_resume_of_launches_of_another_or_an_unknown_definition_is_refused(workdir, monkeypatch, capsys,
+                                                                            definition, extra, fragment):
+    old = workdir / "old-run"
+    old.mkdir()
+    row = {**_OLD_LAUNCH, **({"definition": definition} if definition else {})}
+    (old / "trials.jsonl").write_text(json.dumps(row) + "\n")
+    code, out, err = in_process(monkeypatch, capsys, workdir, "run", *extra, "hypothesis=eagle3_allreduce",
+                                "resume=old-run")
+    assert code == 2 and fragment in err and "Traceback" not in err, err
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
+    assert not (workdir / "outputs").exists() and not (workdir / "verdicts.jsonl").exists()
+
+
+def test_resume_carry_without_resume_is_refused(workdir, monkeypatch, capsys):
+    code, out, err = in_process(monkeypatch, capsys, workdir, "run", "hypothesis=eagle3_allreduce",
+                                "resume_carry=[c0-r0-a1]", "allow_amend=true")
+    assert code == 2 and "resume_carry: names launches to carry over from resume=DIR" in err, err
+    assert not (workdir / "verdicts.jsonl").exists()

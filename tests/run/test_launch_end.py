@@ -40,12 +40,15 @@ class _Recorder:
         self.failed.append(message)
 
 
+DEFINITION = {"hypothesis": "h" * 64, "experiment": "e" * 64, "design": "d" * 64}  # what the launch measured
+
+
 def _end(tmp_path: Path, monkeypatch, crashed: int | None, lost: dict | None) -> tuple[dict, list[str]]:
     log = tmp_path / "server.log"
     log.write_text("INFO:     Uvicorn running on http://127.0.0.1:1\nINFO:     200 OK\n")
     monkeypatch.setattr(launch.client, "server_metrics", lambda *a: None)
     ctx = SimpleNamespace(backend=SimpleNamespace(table=BACKENDS["sim"], settle_timeout_s=1.0),
-                          redactor=SimpleNamespace(scrub_file=lambda p: None))
+                          redactor=SimpleNamespace(scrub_file=lambda p: None), definition=DEFINITION)
     rec = _Recorder()
     launch.end_launch(ctx, _Server(log, crashed), {"format": 2, "launch_id": "L", "condition": 0, "levels": {}},
                       rec, rec, None, lost=lost)
@@ -56,6 +59,7 @@ def _end(tmp_path: Path, monkeypatch, crashed: int | None, lost: dict | None) ->
 def test_a_server_killed_while_measured_fails_its_launch_with_the_signal(tmp_path, monkeypatch):
     row, shown = _end(tmp_path, monkeypatch, crashed=-9, lost=None)
     assert not row["ok"] and row["crashed"] and row["failure_class"] == "crash_after_ready"
+    assert row["definition"] == DEFINITION  # the launch end names its launch's definition (issue 31)
     assert row["failure_line"].startswith("ended by SIGKILL") and "INFO" not in row["error"]
     assert shown == [row["error"]]
 

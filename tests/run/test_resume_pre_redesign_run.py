@@ -1,6 +1,10 @@
 """A run interrupted before the redesign (its directory written at 08a34bb: format-1 trials, the old
 `framework.sim` module string in its .hydra config) resumes under today's code, reuses its finished
-launches and reaches the same verdict and estimates the old code reached for the same seed."""
+launches and reaches the same verdict and estimates the old code reached for the same seed.
+
+Its launch rows name no definition (issue 31): they are reused because the ledger it ran under registered
+torch_symm_mem, before they started, with the file's SHA-256 as it is now; with a ledger that cannot show
+it the resume is refused."""
 
 from __future__ import annotations
 
@@ -22,6 +26,12 @@ EXPECTED = json.loads((FIXTURES / "expected.json").read_text())["ledgers"]["resu
 def test_an_old_interrupted_run_resumes_to_the_old_answer(workdir: Path) -> None:
     shutil.copytree(FIXTURES / "runs" / "resumed_interrupted", workdir / "old")
     assert "framework.sim" in (workdir / "old" / ".hydra" / "config.yaml").read_text()
+    refused = framework("run", "hypothesis=torch_symm_mem", "ledger=verdicts.jsonl", "design.launches=4",
+                        "design.seed=21", "resume=old", "hydra.run.dir=new", cwd=workdir)
+    assert refused.returncode == 2 and "name no definition" in refused.stderr, refused.stderr[-3000:]
+    assert not (workdir / "verdicts.jsonl").exists() and not (workdir / "new" / "trials.jsonl").exists()
+    for suffix in ("", ".head"):  # the ledger it ran under
+        shutil.copy(FIXTURES / f"resumed.jsonl{suffix}", workdir / f"verdicts.jsonl{suffix}")
     result = framework("run", "hypothesis=torch_symm_mem", "ledger=verdicts.jsonl", "design.launches=4",
                        "design.seed=21", "resume=old", "hydra.run.dir=new", cwd=workdir)
     assert result.returncode == 0, result.stderr[-3000:]
