@@ -148,6 +148,9 @@ def classify(
     (signal 9)"), then the log's last cause: a line a pattern matched, else its last error-looking line
     that is not a warning (issue 31: a killed vLLM showed its start-up WARNING about the ulimit instead).
     """
+    found = match_line(log_lines, patterns)
+    if after_ready and not timed_out and found and found[0] in AFTER_READY_CLASSES:  # the server named it itself
+        return Failure(found[0], found[1], exit_code, summary)  # type: ignore[arg-type]
     signalled = not timed_out and exit_code is not None and exit_code < 0
     if signalled:  # the signal is the evidence; a warning it cut short is not its cause
         found = match_line(_not_warnings(log_lines), patterns)
@@ -155,12 +158,9 @@ def classify(
         line = signal_evidence(exit_code, cause)  # type: ignore[arg-type]
         cls = "crash_after_ready" if after_ready else (found[0] if found else "killed")
         return Failure(cls, line, exit_code, summary)  # type: ignore[arg-type]
-    found = match_line(log_lines, patterns)
     evidence = found[1] if found else (_last_errorish(log_lines) or "no log output")
     if timed_out:
         return Failure("ready_timeout", evidence, None, summary)
-    if after_ready and found and found[0] in AFTER_READY_CLASSES:
-        return Failure(found[0], found[1], exit_code, summary)  # type: ignore[arg-type]
     if after_ready:
         return Failure("crash_after_ready", evidence, exit_code, summary)
     if found:
