@@ -416,3 +416,48 @@ def test_a_hypothesis_path_names_its_run_directory_by_its_stem_inside_outputs():
         cfg = hydra_compose(config_name="config", overrides=["hypothesis=../../x/y.yaml"], return_hydra_config=True)
     run_dir = OmegaConf.select(cfg, "hydra.run.dir")
     assert run_dir.startswith("outputs/") and run_dir.endswith("-y") and ".." not in run_dir
+
+
+# issue 31 item 4: a twin file is input too; each of these ran minutes or gave a traceback before
+SHIPPED_TWIN = ROOT / "docs" / "results" / "twin" / "llamacpp" / "twin.yaml"
+
+
+def _twin(data: dict, path: str, value) -> None:
+    *parents, last = path.split(".")
+    for key in parents:
+        data = data[key]
+    data[last] = value
+
+
+BAD_TWINS = [
+    ("a NaN estimate", "parameters.decode_step_us.estimate", float("nan"),
+     "parameters.decode_step_us.estimate must be a finite number in [0, 1e+07] (got nan)"),
+    ("an infinite estimate", "parameters.prefill_base_us.estimate", float("inf"),
+     "parameters.prefill_base_us.estimate must be a finite number in [0, 1e+07] (got inf)"),
+    ("a 1e300 estimate", "parameters.prefill_us_per_token.estimate", 1e300,
+     "parameters.prefill_us_per_token.estimate must be a finite number in [0, 1e+07] (got 1e+300)"),
+    ("launch noise 1e6", "noise.tpot_s.launch_log_sd", 1e6,
+     "noise.tpot_s.launch_log_sd must be a finite number in [0, 3] (got 1000000.0)"),
+    ("tp_size abc", "fixed", {"tp_size": "abc"}, "fixed.tp_size must be a whole number from 1 to 1024 (got 'abc')"),
+    ("all-zero estimates", "parameters", "zero", "parameters.decode_step_us.estimate must be > 0 to serve the twin"),
+    ("a 60 MB file", "notes", ["x" * 1000] * 60_000, "bytes; a profile is at most 1048576 bytes"),
+]
+
+
+@pytest.mark.parametrize("label,path,value,fragment", BAD_TWINS, ids=[b[0] for b in BAD_TWINS])
+def test_a_twin_file_out_of_bounds_is_one_line_before_anything_starts(workdir, monkeypatch, capsys, label, path,
+                                                                      value, fragment):
+    data = yaml.safe_load(SHIPPED_TWIN.read_text())
+    if value == "zero":
+        for p in data["parameters"].values():
+            p["estimate"] = 0.0 if p["estimate"] is not None and p["unit"] == "us" else p["estimate"]
+    else:
+        _twin(data, path, value)
+    twin = workdir / "twin.yaml"
+    twin.write_text(yaml.safe_dump(data))
+    code, out, err = in_process(monkeypatch, capsys, workdir, "run", "hypothesis=eagle3_allreduce", "backend=sim",
+                                f"sim_profile={twin}")
+    assert code == 2 and "Traceback" not in err + out, err
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
+    assert err.startswith(f"error: command line: sim_profile: {twin}: ") and fragment in err, err
+    assert not (workdir / "outputs").exists() and not (workdir / "verdicts.jsonl").exists()
