@@ -461,3 +461,12 @@ def test_a_twin_file_out_of_bounds_is_one_line_before_anything_starts(workdir, m
     assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
     assert err.startswith(f"error: command line: sim_profile: {twin}: ") and fragment in err, err
     assert not (workdir / "outputs").exists() and not (workdir / "verdicts.jsonl").exists()
+
+
+@pytest.mark.parametrize("value", ["", " "])
+def test_audit_refuses_an_empty_expect_head_instead_of_skipping_the_check(workdir, monkeypatch, capsys, value):
+    (workdir / "verdicts.jsonl").write_text("")
+    code, out, err = in_process(monkeypatch, capsys, workdir, "audit", f"expect_head={value}")
+    assert code == 2 and "Traceback" not in err + out, err
+    assert err.strip() == ("error: command line: expect_head: empty; give a record hash (at least 12 hex digits) or "
+                           "a head file, or leave expect_head out")
