@@ -23,7 +23,7 @@ from framework.core.workload import size_problem
 from framework.errors import SpecError
 from framework.execution.backends import BackendSettings, probe_values, template
 from framework.execution.client import resolve_plan
-from framework.run.redaction import MIN_LENGTH, is_secret_name
+from framework.run.redaction import MIN_LENGTH, is_secret_name, looks_secret
 
 MISSING = "???"
 MAX_ARG_CHARS = 131_072  # Linux's MAX_ARG_STRLEN: exec refuses a longer argument
@@ -146,7 +146,7 @@ def level_problems(h: Hypothesis, exp: Experiment) -> list[tuple[str, str]]:
                 problem = env_problem(name, value)
                 if problem:
                     problems.append((f"{at}.env", problem))
-                elif is_secret_name(name) and len(value) >= MIN_LENGTH:
+                elif (is_secret_name(name) or looks_secret(value)) and len(value) >= MIN_LENGTH:
                     problems.append((f"{at}.env.{name}", "looks like a secret, and a hypothesis file is stored "
                                      "verbatim in the ledger: export it in the shell (servers inherit the "
                                      f"environment) or pass +backend.env.{name}=... on the command line"))

@@ -137,6 +137,13 @@ def test_bad_input_is_one_clear_line_exit_2_and_no_server(workdir, monkeypatch, 
     # issue 21
     (["hypothesis=eagle3_allreduce", "backend.api_key=PLANTED-key-123"], "backend.api_key='${oc.env:API_KEY}'"),
     (["hypothesis=eagle3_allreduce", "+backend.env.HF_TOKEN=PLANTED-token-1"], "visible to every user"),
+    # issue 31: secrets named outside the old word list, and a value shaped like a key
+    (["hypothesis=eagle3_allreduce", "+backend.env.DB_PASS=PLANTED-pass-1"], "backend.env.DB_PASS: a secret"),
+    (["hypothesis=eagle3_allreduce", "+backend.env.PGPASSWORD=PLANTED-pass-1"], "backend.env.PGPASSWORD: a secret"),
+    (["hypothesis=eagle3_allreduce", "+backend.env.AZURE_OPENAI_KEY=PLANTED-key-1"],
+     "backend.env.AZURE_OPENAI_KEY: a secret"),
+    (["hypothesis=eagle3_allreduce", "+backend.env.SETTING=sk-PLANTEDkey0123456789abcdef"],
+     "backend.env.SETTING: a secret"),
     (["hypothesis=eagle3_allreduce", "backend.ready_timeout_s=inf"], "backend.ready_timeout_s: must be a finite"),
     (["hypothesis=eagle3_allreduce", "backend.speedup=inf"], "backend.speedup: must be a finite"),
     (["hypothesis=eagle3_allreduce", "backend=command", 'backend.argv=[no-such-server-21,--port,"{port}"]'],
