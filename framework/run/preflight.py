@@ -21,7 +21,7 @@ from framework.core import design
 from framework.core.spec import Design, Experiment, Hypothesis, Workload
 from framework.core.workload import size_problem
 from framework.errors import SpecError
-from framework.execution.backends import BackendSettings, probe_values, template
+from framework.execution.backends import BackendSettings, is_loopback, probe_values, template
 from framework.execution.client import resolve_plan
 from framework.run.redaction import MIN_LENGTH, is_secret_name, looks_secret
 
@@ -66,6 +66,10 @@ def backend_settings(raw: dict[str, Any], source: str = "command line") -> Backe
     problem = argv_problem(backend)
     if problem:
         raise SpecError(source, *problem)
+    if backend.name != "endpoint" and not is_loopback(backend.host) and not backend.allow_remote:
+        raise SpecError(source, "backend.host", f"{backend.host} is not a loopback address: every server would "
+                                                "listen where other machines can reach it; add "
+                                                "backend.allow_remote=true to allow it, or keep 127.0.0.1")
     if backend.api_key is not None and len(backend.api_key) < MIN_LENGTH:
         raise SpecError(source, "backend.api_key", f"at least {MIN_LENGTH} characters: a shorter key could not be "
                                                    f"told apart from other text when it is redacted")

@@ -152,6 +152,11 @@ def test_bad_input_is_one_clear_line_exit_2_and_no_server(workdir, monkeypatch, 
      "without a format spec or conversion; write {port}"),
     (["hypothesis=eagle3_allreduce", "backend=llama_server", "backend.binary=/no/such/llama-server"],
      "backend.binary: the server's program: /no/such/llama-server does not exist"),
+    # issue 31: a non-loopback listening address only when asked
+    (["hypothesis=eagle3_allreduce", "backend.host=0.0.0.0"],
+     "backend.host: 0.0.0.0 is not a loopback address: every server would listen where other machines can reach it; "
+     "add backend.allow_remote=true"),
+    (["hypothesis=eagle3_allreduce", "backend=vllm", "backend.host=192.0.2.7"], "backend.allow_remote=true"),
     (["hypothesis=eagle3_allreduce", "hydra.run.dir=/proc/version/run"],
      "hydra.run.dir: cannot make /proc/version/run: /proc/version is not a directory"),
     (["-m", "hypothesis=eagle3_allreduce", "hydra.sweep.dir=/proc/version/sweep"],
@@ -477,3 +482,21 @@ def test_audit_refuses_an_empty_expect_head_instead_of_skipping_the_check(workdi
     assert code == 2 and "Traceback" not in err + out, err
     assert err.strip() == ("error: command line: expect_head: empty; give a record hash (at least 12 hex digits) or "
                            "a head file, or leave expect_head out")
+
+
+def test_a_non_loopback_host_asked_for_explicitly_is_warned_before_any_server(workdir, monkeypatch, capsys):
+    # the refusal is in the bad-override corpus; with allow_remote=true the run warns once before it starts (no
+    # server is started here: nothing may send traffic to a non-loopback address in a test)
+    import framework.run.app as app
+
+    started = []
+    monkeypatch.setattr(app, "hydra_run", lambda: started.append(True))
+    code, out, err = in_process(monkeypatch, capsys, workdir, "run", "hypothesis=eagle3_allreduce",
+                                "backend.host=0.0.0.0", "backend.allow_remote=true")
+    assert code == 0 and started == [True], err
+    assert [ln for ln in err.splitlines() if ln.startswith("warning:")] == [
+        "warning: backend.host=0.0.0.0: the servers listen where other machines can reach them (no authentication "
+        "unless backend.api_key is set); backend.allow_remote=true asked for it"]
+    code, out, err = in_process(monkeypatch, capsys, workdir, "run", "hypothesis=eagle3_allreduce",
+                                "backend.host=127.0.0.2")
+    assert code == 0 and "warning" not in err, err  # all of 127.0.0.0/8 is loopback

@@ -41,3 +41,13 @@ def test_the_sim_names_the_engine_of_a_twin_profile(tmp_path) -> None:
         **shipped["noise"]["tpot_s"], "request_log_sd": float("nan")}}}))
     with pytest.raises(ValueError, match=r"^noise.tpot_s.request_log_sd must be a finite number in \[0, 3\]"):
         sim.profile_engine(nan)
+
+
+def test_loopback_addresses_are_told_from_the_rest() -> None:
+    from framework.execution.backends import BackendSettings, is_loopback, remote_listen_warning
+
+    assert all(map(is_loopback, ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "LOCALHOST"]))
+    assert not any(map(is_loopback, ["0.0.0.0", "::", "192.0.2.7", "example.org", ""]))
+    assert remote_listen_warning(BackendSettings(name="sim")) is None
+    assert remote_listen_warning(BackendSettings(name="endpoint", url="http://192.0.2.7:1")) is None  # starts nothing
+    assert "backend.host=0.0.0.0" in (remote_listen_warning(BackendSettings(name="sim", host="0.0.0.0")) or "")
