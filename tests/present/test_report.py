@@ -111,3 +111,35 @@ def test_forest_plot_without_thresholds_still_renders() -> None:
     png = report.forest_plot(rec)
     assert png is not None and png.startswith(PNG_MAGIC)
     assert report.forest_plot({**rec, "predictions": rec["predictions"][1:]}) is None
+
+
+HOSTILE = "x <img src=x onerror=alert(1)> [click](http://evil.example) ![i](http://evil.example/p.png) | **b**\n# h"
+
+
+def _unsafe(md: str) -> list[str]:
+    """What would render as structure: a raw tag, an unescaped link or image, a heading injected on a line."""
+    found = re.findall(r"<img|(?<!\\)\]\(|^# h", md, flags=re.M)
+    return found
+
+
+def test_summary_and_report_markdown_escape_what_they_embed(tmp_path: Path) -> None:
+    # issue 31: summary.md and report.md embedded hostile names, statements, ids and reasons raw
+    record = make_run(tmp_path / "outputs", "run", tmp_path / "verdicts.jsonl")
+    assert _unsafe(report.summary_markdown(record)) == []  # the honest record has nothing to escape...
+    plain = report.summary_markdown(record)
+    assert "neutral_for_baseline" in plain and "[0." in plain  # ...and reads as before: names, intervals
+    record["hypothesis"] = {**record["hypothesis"], "name": HOSTILE, "statement": HOSTILE}
+    record["predictions"][0] = {**record["predictions"][0], "id": HOSTILE, "reason": HOSTILE}
+    record["analysis"] = {**record.get("analysis", {}), "stopping": {"reason": HOSTILE}}
+    md = report.summary_markdown(record)
+    assert _unsafe(md) == [], md
+    assert "&lt;img src=x onerror=alert(1)&gt;" in md and "[click\\](http://evil.example)" in md
+    lines = md.splitlines()
+    row = next(ln for ln in lines if ln.startswith("| x &lt;img"))
+    assert len(re.findall(r"(?<!\\)\|", row)) == 9  # the table keeps its 8 columns (9 unescaped bars)
+    blocks = [report.Heading(1, HOSTILE), report.Banner(HOSTILE, HOSTILE), report.Para(HOSTILE),
+              report.Table(["a", HOSTILE], [[HOSTILE, "ok"]])]
+    rendered = report.render_markdown(blocks)
+    assert _unsafe(rendered) == [], rendered
+    pre = report.render_markdown([report.Pre("```\n" + HOSTILE)])  # literal inside a fence it cannot close
+    assert pre.startswith("````\n```\n") and pre.endswith("\n````\n")
