@@ -26,7 +26,10 @@ import numpy as np
 from framework.core.trials import Trials
 from framework.core.twin import (
     FITTED_METRICS,
+    MAX_STEP_US,
+    MAX_TP_SIZE,
     PARAMETERS,
+    RANGES,
     MetricNoise,
     Parameter,
     TwinConfig,
@@ -117,6 +120,31 @@ def launches_from_rows(rows: Iterable[dict[str, Any]], engine: str) -> list[Laun
         cond = ",".join(f"{k}={v}" for k, v in sorted((w.get("levels") or {}).items())) + f"#{w.get('condition')}"
         out.append(Launch(lid, cond, config, values, accept))
     return sorted(out, key=lambda x: x.launch_id)
+
+
+# --------------------------------------------------------------------------- plausibility
+
+# What a pilot's measured values can be on any deployment the twin models (the twin's file bounds, core/twin.py,
+# in seconds): a request's TPOT of more than one 10 s step or a TTFT over an hour, a tensor-parallel size above
+# 1024, is a tampered or broken trials file, which a least-squares fit would fit without a word.
+PLAUSIBLE_S = {"tpot_s": MAX_STEP_US / 1e6, "ttft_s": 3600.0}
+
+
+def implausible(launches: list[Launch]) -> list[str]:
+    """Each launch value no deployment produces ("LAUNCH: tpot_s 1e+300 (at most 10 s)"), in launch order."""
+    out: list[str] = []
+    for x in launches:
+        if not 1 <= x.config.tp_size <= MAX_TP_SIZE:
+            out.append(f"{x.launch_id}: tp_size {x.config.tp_size:g} (1 to {MAX_TP_SIZE})")
+        for metric, hi in PLAUSIBLE_S.items():
+            bad = [v for v in x.values.get(metric, []) if not (math.isfinite(v) and 0 < v <= hi)]
+            if bad:
+                more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+                out.append(f"{x.launch_id}: {metric} {max(bad):g}{more} (0 to {hi:g} s)")
+        bad_acc = [v for v in x.accept if not (math.isfinite(v) and 0 <= v <= RANGES["accept_length"][1] + 1)]
+        if bad_acc:
+            out.append(f"{x.launch_id}: accept_length {max(bad_acc):g} (0 to {RANGES['accept_length'][1] + 1:g})")
+    return out
 
 
 # --------------------------------------------------------------------------- the fit

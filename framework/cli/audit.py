@@ -25,7 +25,10 @@ def main(args: list[str]) -> int:
             raise ConfigError("command line", "hypothesis", "audit history needs hypothesis=NAME")
         return cmd_history(kv.get("ledger", DEFAULT_LEDGER), kv["hypothesis"])
     kv = kv_pairs(args)
-    anchor = audit.read_anchor(kv["expect_head"]) if kv.get("expect_head") else None
+    if "expect_head" in kv and not kv["expect_head"].strip():  # given but empty: never skip the check silently
+        raise ConfigError("command line", "expect_head", "empty; give a record hash (at least 12 hex digits) or a "
+                                                         "head file, or leave expect_head out")
+    anchor = audit.read_anchor(kv["expect_head"]) if "expect_head" in kv else None
     return cmd_audit(kv.get("ledger", DEFAULT_LEDGER), anchor)
 
 

@@ -1,4 +1,4 @@
-"""`python -m framework fit pilot=RUN_DIR [pilot=RUN_DIR...] [out=PATH] [engine=NAME] [name=NAME]`.
+"""`python -m framework fit pilot=RUN_DIR [pilot=RUN_DIR...] [out=PATH] [overwrite=true] [engine=NAME] [name=NAME]`.
 
 Fits the twin's performance-model parameters to one or more pilot runs' trials (any backend) and
 writes the twin (YAML; a sim profile: `backend=sim sim_profile=PATH`) with each parameter's estimate
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from framework.execution.backends import BACKENDS
 from framework.present.format import percent, sig
 from framework.records.trials import read_trials
 
-KEYS = ("pilot", "out", "engine", "name")
+KEYS = ("pilot", "out", "overwrite", "engine", "name")
 ENGINES = ("sglang", "gpu", "llamacpp", "llama_server", "vllm")
 
 
@@ -44,6 +45,8 @@ def parse(args: list[str]) -> tuple[list[str], dict[str, str]]:
             opts[key] = value
     if not pilots:
         raise ConfigError("command line", "pilot", "missing: pilot=RUN_DIR (a run directory with trials.jsonl)")
+    if opts.get("overwrite", "false") not in ("true", "false"):
+        raise ConfigError("command line", "overwrite", f"true or false (got {opts['overwrite']!r})")
     if "engine" in opts and opts["engine"] not in ENGINES:
         raise ConfigError("command line", "engine", f"{opts['engine']!r}; allowed: {', '.join(ENGINES)}")
     return pilots, opts
@@ -74,8 +77,44 @@ def reference_threads(launches: list[twinfit.Launch]) -> int | None:
     return threads[0] if threads else None
 
 
+def out_path(value: str, overwrite: bool) -> Path:
+    """`out=`, checked before anything is fitted: a regular file to create (or, with overwrite=true, to replace)
+    whose nearest existing ancestor is a writable directory. A user's hypothesis file is never replaced silently."""
+    out = Path(value)
+    if out.is_dir():
+        raise ConfigError("command line", "out", f"{value} is a directory; name the twin's file (out=DIR/twin.yaml)")
+    if out.exists() or out.is_symlink():
+        if not out.is_file():
+            raise ConfigError("command line", "out", f"{value} exists and is not a regular file")
+        if not overwrite:
+            raise ConfigError("command line", "out", f"{value} exists; add overwrite=true to replace it, or name "
+                                                     "another file")
+    parent = out.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError("command line", "out", f"cannot write {value}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise ConfigError("command line", "out", f"cannot write {value}: permission denied")
+    return out
+
+
+def write_twin(out: Path, fitted: TwinFit) -> None:
+    """The twin's YAML, written whole (a temporary file beside it, then renamed) or not at all."""
+    text = yaml.safe_dump(fitted.model_dump(mode="json"), sort_keys=False)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise ConfigError("command line", "out", f"cannot write {out}: {exc.strerror or exc}") from None
+
+
 def main(args: list[str]) -> int:
     pilots, opts = parse(args)
+    overwrite = opts.get("overwrite") == "true"
+    out = out_path(opts["out"], overwrite) if "out" in opts else None  # the default name waits for the engine
     launches: list[twinfit.Launch] = []
     sources, engines = [], set()
     startups: list[float] = []
@@ -105,6 +144,13 @@ def main(args: list[str]) -> int:
         which = ", ".join(sorted(engines))
         raise ConfigError("command line", "pilot", f"the pilots measured different engines ({which}); fit one")
     engine = engines.pop()
+    odd = twinfit.implausible(launches)
+    if odd:
+        more = f" (and {len(odd) - 3} more)" if len(odd) > 3 else ""
+        raise ConfigError("command line", "pilot", f"implausible measured values, not fitted: {'; '.join(odd[:3])}"
+                                                   f"{more}")
+    if out is None:
+        out = out_path(f"twin_{engine}.yaml", overwrite)
     model = adapters.for_row(BACKENDS["sim"])
     assert model is not None
     try:
@@ -113,9 +159,7 @@ def main(args: list[str]) -> int:
                              fixed={"launch_startup_s": statistics.median(startups)} if startups else {})
     except twinfit.FitError as exc:
         raise ConfigError("command line", "pilot", f"nothing fittable: {exc}") from None
-    out = Path(opts.get("out", f"twin_{engine}.yaml"))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(yaml.safe_dump(fitted.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    write_twin(out, fitted)
     show(fitted, out)
     return EXIT_OK
 

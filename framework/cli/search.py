@@ -13,6 +13,7 @@ from pathlib import Path
 
 from framework.cli.args import kv_pairs
 from framework.errors import EXIT_NO_DATA, EXIT_OK, ConfigError
+from framework.execution.backends import remote_listen_warning
 from framework.run.preflight import output_dir_problem
 from framework.run.search import NoWinner, default_run_dir, resolve_search, search
 
@@ -29,6 +30,9 @@ def main(args: list[str]) -> int:
         if "." in exc.field or "unknown key" not in exc.message:
             raise
         raise ConfigError(exc.file, exc.field, f"{exc.message}; and search's own: {', '.join(SEARCH_KEYS)}") from None
+    remote = remote_listen_warning(setup.backend)
+    if remote is not None:  # before any server listens
+        print(remote, file=sys.stderr)
     run_dir = Path(kv["run_dir"]) if kv.get("run_dir") else default_run_dir(setup.hypothesis, cwd)
     if run_dir.exists():
         raise ConfigError("command line", "run_dir", f"{run_dir} exists; a search writes a new directory")

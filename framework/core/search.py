@@ -21,6 +21,10 @@ from framework.core.metrics import check_metric
 from framework.core.workload import Workload
 
 MAX_GRID = 100_000  # points in the exhaustive grid of a space: a search is for spaces one can still count
+# Launches of one point a search can use: its exploration gives a point launches_per_candidate, the race gives the
+# contenders more until the leader has beaten them; past 20 launches of one point the race separates nothing a
+# confirmation (fresh launches) would not have to show again. A budget above points x this is capped, and says so.
+MAX_LAUNCHES_PER_POINT = 20
 CONSTRAINT = re.compile(r"^\s*(?P<metric>[A-Za-z_][\w.]*)\s*(?P<op><=|>=)\s*(?P<bound>[-+0-9.eE]+)\s*$")
 
 Value = bool | int | float | str
@@ -261,6 +265,20 @@ class SearchBlock(_Strict):
     def grid_launches(self) -> int:
         """What an exhaustive grid at the same launches per point would cost."""
         return self.grid_size() * self.launches_per_candidate
+
+    def usable_launches(self) -> int:
+        """The most launches this space can use: every point at MAX_LAUNCHES_PER_POINT (or its unit, if larger)."""
+        return self.grid_size() * max(MAX_LAUNCHES_PER_POINT, self.launches_per_candidate)
+
+    def capped(self) -> "SearchBlock":
+        """The same search with a budget no larger than the space can use (`usable_launches`); itself otherwise.
+        An explicit `refine` keeps launches to explore."""
+        usable = self.usable_launches()
+        if self.budget.launches <= usable:
+            return self
+        refine = None if self.budget.refine is None else min(self.budget.refine, usable - 1)
+        return self.model_copy(update={"budget": self.budget.model_copy(update={"launches": usable,
+                                                                                "refine": refine})})
 
     def reference_point(self) -> dict[str, str]:
         return {n: _text(self.reference[n]) for n in self.space}

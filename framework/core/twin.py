@@ -8,6 +8,7 @@ vary for each to be identifiable, the configuration of one pilot launch, and the
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,6 +32,21 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     "accept_length": ("tokens", "speculative decoding on (the client's accept length per request)"),
 }
 FITTED_METRICS = ("ttft_s", "tpot_s")  # fitted on; every request metric is predicted from them
+
+# Physical ranges of a twin read from a file (`bounds_problem`). A file is input: a hand edit or a tampered fit
+# must be refused before a server serves it, not run for minutes on NaN or 1e300. A step of more than 10 s, a
+# log-scale noise sd above 3 (a factor of 20 per sd) or a tensor-parallel size above 1024 is no deployment this
+# framework measures. The fit's own trial points are not checked (it holds unknowns at 0 and steps past bounds).
+MAX_STEP_US = 1e7
+RANGES: dict[str, tuple[float, float]] = {
+    **{name: (0.0, MAX_STEP_US) for name, (unit, _) in PARAMETERS.items() if unit == "us"},
+    "thread_exponent": (-2.0, 3.0), "accept_length": (1.0, 16.0)}
+POSITIVE = ("decode_step_us", "prefill_base_us")  # every request pays them: 0 would be an infinitely fast server
+MAX_LOG_SD = 3.0
+MAX_SE = 1e12
+MAX_TP_SIZE = 1024
+MAX_STARTUP_S = 3600.0
+MAX_FILE_BYTES = 1 << 20  # a fitted twin is a few KiB; the size is checked before a file is parsed
 
 
 class _Strict(BaseModel):
@@ -105,6 +121,45 @@ def blank(engine: Engine, name: str = "twin", reference_threads: int | None = No
     params = {k: Parameter(estimate=None, unit=unit, identifiable=False, needs=needs)
               for k, (unit, needs) in PARAMETERS.items()}
     return TwinFit(name=name, engine=engine, reference_threads=reference_threads, parameters=params)
+
+
+def _outside(value: float | None, what: str, lo: float, hi: float) -> str | None:
+    if value is None or (math.isfinite(value) and lo <= value <= hi):
+        return None
+    return f"{what} must be a finite number in [{lo:g}, {hi:g}] (got {value!r})"
+
+
+def bounds_problem(fit: TwinFit) -> str | None:
+    """Why a twin read from a file cannot be served (field, allowed range, value), or None: every estimate, standard
+    error, covariance and noise sd finite and within its physical range, `fixed`'s values of their type."""
+    checks: list[tuple[float | None, str, float, float]] = []
+    for name, p in fit.parameters.items():
+        lo, hi = RANGES[name]
+        checks += [(p.estimate, f"parameters.{name}.estimate", lo, hi), (p.se, f"parameters.{name}.se", 0.0, MAX_SE)]
+    for metric, nz in fit.noise.items():
+        checks += [(getattr(nz, k), f"noise.{metric}.{k}", 0.0, MAX_LOG_SD)
+                   for k in ("launch_log_sd", "request_log_sd", "residual_log_sd")]
+    checks += [(c, f"covariance.{a}.{b}", -math.inf, math.inf) for a, row in fit.covariance.items()
+               for b, c in row.items()]
+    for check in checks:
+        if (problem := _outside(*check)) is not None:
+            return problem
+    unknown = sorted(set(fit.parameters) - set(PARAMETERS))
+    if unknown:
+        return f"parameters.{unknown[0]}: not a twin parameter; allowed: {', '.join(PARAMETERS)}"
+    for name in POSITIVE:
+        if fit.value(name) <= 0:
+            return (f"parameters.{name}.estimate must be > 0 to serve the twin (every request pays it; got "
+                    f"{fit.parameters[name].estimate if name in fit.parameters else None!r})")
+    if fit.reference_threads is not None and not 1 <= fit.reference_threads <= 4096:
+        return f"reference_threads must be a whole number from 1 to 4096 (got {fit.reference_threads!r})"
+    tp = fit.fixed.get("tp_size", 1)
+    if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_TP_SIZE:
+        return f"fixed.tp_size must be a whole number from 1 to {MAX_TP_SIZE} (got {tp!r})"
+    startup = fit.fixed.get("launch_startup_s", 1.0)
+    if isinstance(startup, bool) or not isinstance(startup, (int, float)):
+        return f"fixed.launch_startup_s must be a number of seconds (got {startup!r})"
+    return _outside(float(startup), "fixed.launch_startup_s", 0.0, MAX_STARTUP_S)
 
 
 def is_twin_document(data: object) -> bool:

@@ -55,6 +55,15 @@ def estimate(h: Hypothesis, exp: Experiment, d: Design, time_scale: float = 1.0)
                     launches=per_cond * len(spans), time_scale=time_scale)
 
 
+def estimate_search(grid: Hypothesis, exp: Experiment, d: Design, launches: int,
+                    time_scale: float = 1.0) -> WallTime:
+    """The floor of a search's exploration: `launches` launches, each at least the shortest point's open-loop
+    schedule (the budget, not the grid, says how many launches it makes; its confirmation comes on top)."""
+    spans = [launch_span_s(workload_for(grid, exp, c), d.requests, d.warmup) / time_scale for c in conditions(grid)]
+    return WallTime(total_s=launches * min(spans, default=0.0), longest_launch_s=max(spans, default=0.0),
+                    launches=launches, time_scale=time_scale)
+
+
 def duration(seconds: float) -> str:
     """Seconds as a person reads a wait: 40 s, 7.5 min, 86.4 h."""
     return (f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min" if seconds >= 60

@@ -15,6 +15,7 @@ A user's `backend.argv` replaces the row's template (the `command` backend has n
 
 from __future__ import annotations
 
+import ipaddress
 import string
 import sys
 from dataclasses import dataclass
@@ -196,6 +197,7 @@ class BackendSettings(BaseModel):
     health_path: str | None = None  # null = the table's readiness route
     protocol: Protocol | None = None  # null = the table's
     host: str = "127.0.0.1"
+    allow_remote: bool = False  # a host other than loopback only when asked: the servers are reachable from outside
     ready_timeout_s: float = Field(900.0, gt=0)
     settle_timeout_s: float = Field(60.0, gt=0)  # wait for the previous server's group, port and GPU memory
     default_args: list[Arg] | None = None  # null = the table's (e.g. llamacpp's --interrupt_requests False)
@@ -231,6 +233,24 @@ class BackendSettings(BaseModel):
     @property
     def effective_health_path(self) -> str:
         return self.health_path or self.table.health_path
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a listening address is this machine's loopback (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def remote_listen_warning(backend: BackendSettings) -> str | None:
+    """The warning a run prints before it starts servers on a non-loopback address (allowed by allow_remote)."""
+    if backend.name == "endpoint" or is_loopback(backend.host):
+        return None
+    return (f"warning: backend.host={backend.host}: the servers listen where other machines can reach them (no "
+            f"authentication unless backend.api_key is set); backend.allow_remote=true asked for it")
 
 
 def probe_values(backend: BackendSettings) -> dict[str, str]:

@@ -8,7 +8,9 @@ wherever it is shown.
 
 from __future__ import annotations
 
+import html
 import math
+import re
 from typing import Any
 
 from framework.core.vocabulary import DECODE_UNMEASURED, REQUEST_ERRORS
@@ -62,9 +64,36 @@ def levels(values: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in values.items())
 
 
+# What lets embedded text add structure: code, emphasis, table cells (|), strikethrough, a link or an image (a `]`
+# before `(`, `[` or `:`; an interval's "[1.2, 1.5]" stays as it reads); an underscore only where it can open or
+# close emphasis (not inside a word: snake_case names stay as they are).
+_MD_SPECIAL = re.compile(r"[\\`*|~]|\](?=[(\[:])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def md_text(text: object) -> str:
+    """Text embedded in Markdown as itself: HTML's &, < and > as entities, Markdown's punctuation backslash-escaped,
+    a leading # (a heading) escaped and line breaks as spaces, so a hypothesis name, a description, a flag or an
+    error message cannot add a link, an image, a tag or a block of its own (CommonMark 0.31, section 2.4)."""
+    out = html.escape(str(text), quote=False)
+    out = _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), out)
+    out = " ".join(out.splitlines())
+    if re.match(r"\s*(#|[-+](\s|$))", out):  # a heading or a list item of its own
+        return "\\" + out.lstrip()
+    return re.sub(r"^(\s*\d+)([.)])(?=\s|$)", r"\1\\\2", out)  # an ordered list item: 1\. x
+
+
 def md_cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", "<br>")
+    """Text safe inside a Markdown table cell: `md_text`, with line breaks as <br> (the one tag it writes)."""
+    return "<br>".join(md_text(line) for line in str(text).splitlines()) if text else ""
+
+
+def md_code(text: object) -> str:
+    """Text as an inline code span: fenced by one backtick more than its longest run (CommonMark 6.1)."""
+    body = " ".join(str(text).splitlines())
+    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
 
 
 def prediction_line(p: dict[str, Any]) -> str:

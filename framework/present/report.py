@@ -487,23 +487,27 @@ def render_html(title: str, blocks: Iterable[Block]) -> str:
 
 
 def render_markdown(blocks: Iterable[Block], fig_dir: str = FIG_DIR) -> str:
+    """The blocks as Markdown. Every block's text is plain text (names, statements, flags, error messages a user
+    or a server wrote): escaped (`fmt.md_text`), so it reads as itself and adds no link, image, tag or block."""
+    md = fmt.md_text
     out: list[str] = []
     for b in blocks:
         if isinstance(b, Heading):
-            out += ["#" * b.level + " " + b.text, ""]
+            out += ["#" * b.level + " " + md(b.text), ""]
         elif isinstance(b, Banner):
-            out += [f"**{b.text}**" + (f" ({b.note})" if b.note else ""), ""]
+            out += [f"**{md(b.text)}**" + (f" ({md(b.note)})" if b.note else ""), ""]
         elif isinstance(b, Para):
-            out += [b.text, ""]
+            out += [md(b.text), ""]
         elif isinstance(b, Table):
-            out.append("| " + " | ".join(b.headers) + " |")
+            out.append("| " + " | ".join(fmt.md_cell(h) for h in b.headers) + " |")
             out.append("|" + "---|" * len(b.headers))
             out += ["| " + " | ".join(fmt.md_cell(c) for c in row) + " |" for row in b.rows]
             out.append("")
         elif isinstance(b, Figure):
-            out += [f"![{b.caption}]({fig_dir}/{b.name}.png)", "", f"*{b.caption}*", ""]
+            out += [f"![{md(b.caption)}]({fig_dir}/{b.name}.png)", "", f"*{md(b.caption)}*", ""]
         elif isinstance(b, Pre):
-            out += ["```", b.text, "```", ""]
+            fence = "`" * max(3, 1 + max((len(r) for r in re.findall(r"`+", b.text)), default=0))
+            out += [fence, b.text, fence, ""]
     return "\n".join(out)
 
 
@@ -594,15 +598,17 @@ def write_pages(title: str, blocks: list[Any], out_dir: Path, stem: str) -> list
 
 
 def summary_markdown(record: dict[str, Any]) -> str:
-    h = record["hypothesis"]
+    """summary.md: the verdict table. What the record embeds from users and servers (names, the statement, ids,
+    levels, reasons, notes, the trials path) is escaped (`fmt.md_text`, `fmt.md_cell`, `fmt.md_code`)."""
+    h, md, cell = record["hypothesis"], fmt.md_text, fmt.md_cell
     lines = [
-        f"# {h['name']}: {record['verdict']}",
+        f"# {md(h['name'])}: {md(record['verdict'])}",
         "",
-        f"backend: {record['backend']}",
+        f"backend: {md(record['backend'])}",
         "",
-        f"population: {fmt.population(record)}",
+        f"population: {md(fmt.population(record))}",
         "",
-        f"> {h['statement']}",
+        f"> {md(h['statement'])}",
         "",
         "| prediction | kind | estimate | interval | p | covers | verdict | reason |",
         "|---|---|---|---|---|---|---|---|",
@@ -612,23 +618,26 @@ def summary_markdown(record: dict[str, Any]) -> str:
         ci = f"[{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]" if p.get("ci") else "-"
         pv = f"{p['p_value']:.2g}" if p.get("p_value") is not None else "-"
         verdict = " — ".join([p["verdict"], *(p.get("marks") or [])])
-        lines.append(f"| {p['id']} | {p['kind']} | {est} | {ci} | {pv} | {fmt.covers(p)} | {verdict} | {p['reason']} |")
+        lines.append(f"| {cell(p['id'])} | {cell(p['kind'])} | {est} | {cell(ci)} | {pv} | {cell(fmt.covers(p))} | "
+                     f"{cell(verdict)} | {cell(p['reason'])} |")
     nxt = [(p, text) for p in record["predictions"] if (text := fmt.next_machine(p))]
     if nxt:
         lines += ["", "| prediction | the next machine (beside the interval for these machines' mean) |", "|---|---|"]
-        lines += [f"| {p['id']} | {text} |" for p, text in nxt]
+        lines += [f"| {cell(p['id'])} | {cell(text)} |" for p, text in nxt]
     lines += ["", "| condition | launches ok/failed | mean | requests lost |", "|---|---|---|---|"]
     for c in record["conditions"]:
         levels = ", ".join(f"{k}={v}" for k, v in c["levels"].items())
         mean = c["metric"].get("mean")
         mean_s = f"{mean:.4g} {c['metric'].get('name', '')}" if mean is not None else "-"
         lost = fmt.requests_lost(c.get("losses")) or "-"
-        lines.append(f"| {levels} | {c['launches']['ok']}/{fmt.failed_launches(c)} | {mean_s} | {lost} |")
+        lines.append(f"| {cell(levels)} | {c['launches']['ok']}/{cell(fmt.failed_launches(c))} | {cell(mean_s)} | "
+                     f"{cell(lost)} |")
     stopping = record.get("analysis", {}).get("stopping", {})
     if stopping:
-        lines += ["", f"stopping: {stopping.get('reason')}"]
+        lines += ["", f"stopping: {md(stopping.get('reason'))}"]
     ext = record.get("analysis", {}).get("extension")
     if ext:
-        lines += ["", f"**extension:** {ext.get('note')} (design changed: {ext.get('changed')})"]
-    lines += ["", f"trials: `{record['trials']['path']}` (sha256 {record['trials']['sha256'][:16]}...)", ""]
+        lines += ["", f"**extension:** {md(ext.get('note'))} (design changed: {md(ext.get('changed'))})"]
+    lines += ["", f"trials: {fmt.md_code(record['trials']['path'])} (sha256 {md(record['trials']['sha256'][:16])}...)",
+              ""]
     return "\n".join(lines)

@@ -20,10 +20,11 @@ def to_markdown(summary: dict[str, Any]) -> str:
         "|---:|---|---|---|---|---:|---:|---|---|",
     ]
     for r in summary["jobs"]:
-        out.append("| " + " | ".join(fmt.md_cell(str(x)) for x in (
+        overrides = " ".join(fmt.md_code(o).replace("|", "\\|") for o in r["overrides"]) or "-"  # code spans
+        out.append("| " + " | ".join([*(fmt.md_cell(str(x)) for x in (
             r["job"], r["status"], r["hypothesis"] or "-", r["backend"] or "-", r["verdict"] or "-",
-            fmt.p_value(r.get("p_value")), fmt.p_value(r.get("p_adjusted")), r.get("adjusted_verdict") or "-",
-            " ".join(f"`{o}`" for o in r["overrides"]) or "-")) + " |")
+            fmt.p_value(r.get("p_value")), fmt.p_value(r.get("p_adjusted")), r.get("adjusted_verdict") or "-")),
+            overrides]) + " |")
     out += ["", "## Predictions", "",
             "| job | hypothesis | prediction | kind | verdict | estimate | CI | p | p adjusted | adjusted verdict |",
             "|---:|---|---|---|---|---:|---|---:|---:|---|"]
@@ -35,7 +36,8 @@ def to_markdown(summary: dict[str, Any]) -> str:
     failed = [r for r in summary["jobs"] if r["status"] == "failed"]
     if failed:
         out += ["", "## Failed jobs", ""]
-        out += [f"- job {r['job']} ({' '.join(r['overrides'])}): {fmt.md_cell(str(r.get('error')))}" for r in failed]
+        out += [f"- job {r['job']} ({fmt.md_text(' '.join(r['overrides']))}): {fmt.md_cell(str(r.get('error')))}"
+                for r in failed]
     return "\n".join(out) + "\n"
 
 

@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 
 from framework.core import walltime
 from framework.errors import EXIT_BAD_INPUT, EXIT_NO_DATA, EXIT_OK, ConfigError, UserError
+from framework.execution.backends import remote_listen_warning
 from framework.run.compose import CONF_DIR
 from framework.run.outcomes import OUTCOMES
 from framework.run.preflight import output_dir_problem
@@ -44,9 +45,14 @@ def run_command(args: list[str]) -> int:
         problem = output_dir_problem(root)
         if problem:
             raise ConfigError("command line", key, problem)
+        warnings: list[str] = []
         for _, resolved in precheck(args):
             if resolved.wall_time.total_s >= walltime.NOTE_S:  # before a long run, how long it will take at least
                 print(f"note: {resolved.hypothesis.name}: {walltime.describe(resolved.wall_time)}", file=sys.stderr)
+            remote = remote_listen_warning(resolved.backend)
+            if remote is not None and remote not in warnings:  # once, before any server listens
+                warnings.append(remote)
+                print(remote, file=sys.stderr)
     sys.argv = ["python -m framework run", *args]
     try:
         with _hydra_raises():

@@ -21,9 +21,9 @@ from framework.core import design
 from framework.core.spec import Design, Experiment, Hypothesis, Workload
 from framework.core.workload import size_problem
 from framework.errors import SpecError
-from framework.execution.backends import BackendSettings, probe_values, template
+from framework.execution.backends import BackendSettings, is_loopback, probe_values, template
 from framework.execution.client import resolve_plan
-from framework.run.redaction import MIN_LENGTH, is_secret_name
+from framework.run.redaction import MIN_LENGTH, is_secret_name, looks_secret
 
 MISSING = "???"
 MAX_ARG_CHARS = 131_072  # Linux's MAX_ARG_STRLEN: exec refuses a longer argument
@@ -66,6 +66,10 @@ def backend_settings(raw: dict[str, Any], source: str = "command line") -> Backe
     problem = argv_problem(backend)
     if problem:
         raise SpecError(source, *problem)
+    if backend.name != "endpoint" and not is_loopback(backend.host) and not backend.allow_remote:
+        raise SpecError(source, "backend.host", f"{backend.host} is not a loopback address: every server would "
+                                                "listen where other machines can reach it; add "
+                                                "backend.allow_remote=true to allow it, or keep 127.0.0.1")
     if backend.api_key is not None and len(backend.api_key) < MIN_LENGTH:
         raise SpecError(source, "backend.api_key", f"at least {MIN_LENGTH} characters: a shorter key could not be "
                                                    f"told apart from other text when it is redacted")
@@ -146,7 +150,7 @@ def level_problems(h: Hypothesis, exp: Experiment) -> list[tuple[str, str]]:
                 problem = env_problem(name, value)
                 if problem:
                     problems.append((f"{at}.env", problem))
-                elif is_secret_name(name) and len(value) >= MIN_LENGTH:
+                elif (is_secret_name(name) or looks_secret(value)) and len(value) >= MIN_LENGTH:
                     problems.append((f"{at}.env.{name}", "looks like a secret, and a hypothesis file is stored "
                                      "verbatim in the ledger: export it in the shell (servers inherit the "
                                      f"environment) or pass +backend.env.{name}=... on the command line"))

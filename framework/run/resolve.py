@@ -55,6 +55,7 @@ class Resolved:
     wall_time: walltime.WallTime  # the floor of its wall time (open-loop schedules), printed before a long run
     client_workers: int | str = 1  # `client.workers`: N or auto (framework.execution.client.workers)
     grid: Hypothesis | None = None  # a search: every point of its space as a condition (what it launches)
+    budget_declared: int | None = None  # a search whose budget was above what its space can use: the file's budget
 
 
 def project_root() -> Path | None:
@@ -162,9 +163,12 @@ def resolve_config(cfg: DictConfig, *, search: bool = False) -> Resolved:
     d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
     if d.analysis == "anytime" and any(getattr(p, "estimand", "mean") == "typical" for p in h.predictions):
         raise ConfigError("command line", "design.analysis", TYPICAL_NOT_ANYTIME)
-    grid = None
+    grid, declared = None, None
     if search:
-        h = h.model_copy(update={"design": d})
+        assert h.search is not None
+        capped = h.search.capped()
+        declared = h.search.budget.launches if capped is not h.search else None
+        h = h.model_copy(update={"design": d, "search": capped})
         grid = grid_hypothesis(h)
         check_pair(grid, h_path, exp)  # every point's merged workload, before anything starts
     launched = grid or h
@@ -185,12 +189,15 @@ def resolve_config(cfg: DictConfig, *, search: bool = False) -> Resolved:
     sizes = size_problems(launched, exp, d)
     if sizes:
         raise SpecError(h_path, *sizes[0])
-    wall = (walltime.estimate(h, exp, d, backend.time_scale) if not search else
-            walltime.WallTime(0.0, 0.0, 0, backend.time_scale))
+    if grid is not None and h.search is not None:
+        wall = walltime.estimate_search(grid, exp, d, h.search.budget.launches, backend.time_scale)
+        shorten = "lower search.budget.launches"
+    else:
+        wall, shorten = walltime.estimate(h, exp, d, backend.time_scale), "lower design.launches"
     if wall.long and not bool(cfg.get("allow_long", False)):
         raise ConfigError("command line", "allow_long",
                           f"{walltime.describe(wall)}: more than {walltime.duration(walltime.LONG_RUN_S)}; add "
-                          f"{walltime.ALLOW_LONG} to run it (or shorten duration_s, lower design.launches)")
+                          f"{walltime.ALLOW_LONG} to run it (or shorten duration_s, {shorten})")
     workers = client_workers(cfg)
     coverage = None
     if backend.simulated:
@@ -200,7 +207,7 @@ def resolve_config(cfg: DictConfig, *, search: bool = False) -> Resolved:
     if search:
         _check_confirmation(h, h_path)
     return Resolved(hypothesis=h, hypothesis_path=h_path, experiment=exp, backend=backend, design=d, coverage=coverage,
-                    wall_time=wall, client_workers=workers, grid=grid)
+                    wall_time=wall, client_workers=workers, grid=grid, budget_declared=declared)
 
 
 def _check_confirmation(h: Hypothesis, h_path: Path) -> None:

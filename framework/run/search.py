@@ -37,6 +37,7 @@ from rich.markup import escape
 from framework.analysis import search as an
 from framework.core import design as design_mod
 from framework.core.hashing import json_finite, sha256_file
+from framework.core.search import MAX_LAUNCHES_PER_POINT
 from framework.core.spec import Experiment, Hypothesis
 from framework.core.trials import Trials
 from framework.errors import NoWinner, StorageError
@@ -305,7 +306,8 @@ class Exploration:
         if not out.stop_reason:
             while budget_left(s.budget.launches):  # racing: the contenders the leader has not beaten get the rest
                 contender = an.next_in_race(out.candidates, s)
-                if contender is None:
+                if contender is None or contender.launches + contender.failed >= max(MAX_LAUNCHES_PER_POINT,
+                                                                                     s.launches_per_candidate):
                     break
                 yield contender.point, "refine", None
             out.stop_reason = out.stop_reason or (f"{exhausted}launch budget spent ({out.launches} of "
@@ -366,6 +368,7 @@ def summarize(setup: SearchSetup, explored: Explored, search_id: str) -> dict[st
         "reference": ref_point,
         "launches_per_candidate": s.launches_per_candidate,
         "budget": s.budget.model_dump(),
+        **({"budget_declared": setup.resolved.budget_declared} if setup.resolved.budget_declared is not None else {}),
         "launches_spent": explored.launches,
         "gpu_hours_spent": explored.gpu_hours,
         "grid_points": s.grid_size(),
@@ -421,6 +424,10 @@ def search(setup: SearchSetup, run_dir: Path, cwd: Path, console: Console | None
     console.print(escape(f"search {search_id}: {h.name} on backend {setup.backend.name}: {s.grid_size()} points "
                          f"(a grid at {s.launches_per_candidate} launches each: {s.grid_launches()} launches); "
                          f"budget {s.budget.launches} launches"), highlight=False)
+    if setup.resolved.budget_declared is not None:
+        console.print(escape(f"note: budget.launches {setup.resolved.budget_declared} is more than this space can "
+                             f"use ({s.grid_size()} points x {max(MAX_LAUNCHES_PER_POINT, s.launches_per_candidate)} "
+                             f"launches at most each): capped at {s.budget.launches}"), highlight=False)
     progress = RunProgress(console, f"search {h.name}", total_launches=s.budget.launches,
                            requests_per_launch=h.design.requests + h.design.warmup,
                            enabled=bool(setup.cfg.get("progress", True)) and console.is_terminal)

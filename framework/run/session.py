@@ -41,7 +41,7 @@ from framework.run import definition as definition_mod
 from framework.run.context import RunContext
 from framework.run.handoff import submitter_appends
 from framework.run.launch import run_launch
-from framework.run.redaction import Redactor, ledger_salt, secret_values
+from framework.run.redaction import Redactor, declared_names, ledger_salt, secret_values
 from framework.run.resolve import Resolved, machine_slot, resume_dir, resume_dirs
 from framework.run.writer import TrialsWriter, now_iso, reuse
 
@@ -121,7 +121,8 @@ class Session:
     def secure(self) -> None:
         """The redactor of the config's secrets (salted per ledger), the config and `.hydra/` scrubbed with it:
         before any row is written or any server started."""
-        secrets = tuple(secret_values(self.ctx.config.get("backend") or {}))
+        secrets = tuple(secret_values(self.ctx.config.get("backend") or {},
+                                      declared_names(self.ctx.config.get("secret_env"))))
         if secrets:
             self.ctx.redactor = Redactor(secrets, ledger_salt(self.ctx.ledger))
             self.ctx.config = self.ctx.redactor.scrub(self.ctx.config)

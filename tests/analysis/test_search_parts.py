@@ -101,3 +101,14 @@ def test_an_slo_along_a_load_dimension_gives_the_capacity_ladder_of_the_chosen_c
     assert ladder["dimension"] == "load" and [r[0] for r in ladder["rungs"]] == [1.0, 2.0, 4.0]
     cap = slo_capacity([LoadLevel(x, v) for x, v in ladder["rungs"]], ladder["threshold"], ladder["op"])
     assert cap.estimate == 2.0 and cap.lower_bound in (1.0, 2.0)
+
+
+def test_a_budget_above_what_the_space_can_use_is_capped():
+    from framework.core.search import MAX_LAUNCHES_PER_POINT
+
+    search = load_hypothesis(SHIPPED).search
+    assert search.capped() is search  # the shipped budget fits its space
+    big = search.model_copy(update={"budget": search.budget.model_copy(update={"launches": 10_000, "refine": 9_000})})
+    usable = search.grid_size() * MAX_LAUNCHES_PER_POINT
+    assert big.usable_launches() == usable and big.capped().budget.launches == usable
+    assert big.capped().budget.refine == usable - 1  # an explicit refine keeps a launch to explore

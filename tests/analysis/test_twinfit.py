@@ -84,3 +84,14 @@ def test_intervals_cover_new_launches_at_held_out_configurations():
             iv = twinfit.predict_interval(fit, x.config, twin_predict, metrics=("ttft_s", "tpot_s"))
             inside += [iv[m]["low"] <= x.mean(m) <= iv[m]["high"] for m in ("ttft_s", "tpot_s")]
     assert 0.8 <= sum(inside) / len(inside) <= 0.98, sum(inside) / len(inside)  # nominal 90%
+
+
+def test_implausible_names_each_launch_value_no_deployment_produces() -> None:
+    config = TwinConfig(engine="vllm", prompt_tokens=32, output_tokens=16)
+    ok = twinfit.Launch("a", "c", config, {"tpot_s": [0.02, 0.03], "ttft_s": [0.1]})
+    huge = twinfit.Launch("b", "c", config, {"tpot_s": [0.02, 1e300, float("inf")], "ttft_s": [0.1]})
+    wide = twinfit.Launch("c", "c", config.model_copy(update={"tp_size": 10**8}), {"ttft_s": [7200.0]}, [99.0])
+    assert twinfit.implausible([ok]) == []
+    assert twinfit.implausible([ok, huge, wide]) == [
+        "b: tpot_s inf and 1 more (0 to 10 s)", "c: tp_size 1e+08 (1 to 1024)", "c: ttft_s 7200 (0 to 3600 s)",
+        "c: accept_length 99 (0 to 17)"]

@@ -144,6 +144,13 @@ def test_bad_input_is_one_clear_line_exit_2_and_no_server(workdir, monkeypatch, 
     # issue 21
     (["hypothesis=eagle3_allreduce", "backend.api_key=PLANTED-key-123"], "backend.api_key='${oc.env:API_KEY}'"),
     (["hypothesis=eagle3_allreduce", "+backend.env.HF_TOKEN=PLANTED-token-1"], "visible to every user"),
+    # issue 31: secrets named outside the old word list, and a value shaped like a key
+    (["hypothesis=eagle3_allreduce", "+backend.env.DB_PASS=PLANTED-pass-1"], "backend.env.DB_PASS: a secret"),
+    (["hypothesis=eagle3_allreduce", "+backend.env.PGPASSWORD=PLANTED-pass-1"], "backend.env.PGPASSWORD: a secret"),
+    (["hypothesis=eagle3_allreduce", "+backend.env.AZURE_OPENAI_KEY=PLANTED-key-1"],
+     "backend.env.AZURE_OPENAI_KEY: a secret"),
+    (["hypothesis=eagle3_allreduce", "+backend.env.SETTING=sk-PLANTEDkey0123456789abcdef"],
+     "backend.env.SETTING: a secret"),
     (["hypothesis=eagle3_allreduce", "backend.ready_timeout_s=inf"], "backend.ready_timeout_s: must be a finite"),
     (["hypothesis=eagle3_allreduce", "backend.speedup=inf"], "backend.speedup: must be a finite"),
     (["hypothesis=eagle3_allreduce", "backend=command", 'backend.argv=[no-such-server-21,--port,"{port}"]'],
@@ -152,6 +159,11 @@ def test_bad_input_is_one_clear_line_exit_2_and_no_server(workdir, monkeypatch, 
      "without a format spec or conversion; write {port}"),
     (["hypothesis=eagle3_allreduce", "backend=llama_server", "backend.binary=/no/such/llama-server"],
      "backend.binary: the server's program: /no/such/llama-server does not exist"),
+    # issue 31: a non-loopback listening address only when asked
+    (["hypothesis=eagle3_allreduce", "backend.host=0.0.0.0"],
+     "backend.host: 0.0.0.0 is not a loopback address: every server would listen where other machines can reach it; "
+     "add backend.allow_remote=true"),
+    (["hypothesis=eagle3_allreduce", "backend=vllm", "backend.host=192.0.2.7"], "backend.allow_remote=true"),
     (["hypothesis=eagle3_allreduce", "hydra.run.dir=/proc/version/run"],
      "hydra.run.dir: cannot make /proc/version/run: /proc/version is not a directory"),
     (["-m", "hypothesis=eagle3_allreduce", "hydra.sweep.dir=/proc/version/sweep"],
@@ -458,3 +470,73 @@ def test_resume_carry_without_resume_is_refused(workdir, monkeypatch, capsys):
                                 "resume_carry=[c0-r0-a1]", "allow_amend=true")
     assert code == 2 and "resume_carry: names launches to carry over from resume=DIR" in err, err
     assert not (workdir / "verdicts.jsonl").exists()
+# issue 31 item 4: a twin file is input too; each of these ran minutes or gave a traceback before
+SHIPPED_TWIN = ROOT / "docs" / "results" / "twin" / "llamacpp" / "twin.yaml"
+
+
+def _twin(data: dict, path: str, value) -> None:
+    *parents, last = path.split(".")
+    for key in parents:
+        data = data[key]
+    data[last] = value
+
+
+BAD_TWINS = [
+    ("a NaN estimate", "parameters.decode_step_us.estimate", float("nan"),
+     "parameters.decode_step_us.estimate must be a finite number in [0, 1e+07] (got nan)"),
+    ("an infinite estimate", "parameters.prefill_base_us.estimate", float("inf"),
+     "parameters.prefill_base_us.estimate must be a finite number in [0, 1e+07] (got inf)"),
+    ("a 1e300 estimate", "parameters.prefill_us_per_token.estimate", 1e300,
+     "parameters.prefill_us_per_token.estimate must be a finite number in [0, 1e+07] (got 1e+300)"),
+    ("launch noise 1e6", "noise.tpot_s.launch_log_sd", 1e6,
+     "noise.tpot_s.launch_log_sd must be a finite number in [0, 3] (got 1000000.0)"),
+    ("tp_size abc", "fixed", {"tp_size": "abc"}, "fixed.tp_size must be a whole number from 1 to 1024 (got 'abc')"),
+    ("all-zero estimates", "parameters", "zero", "parameters.decode_step_us.estimate must be > 0 to serve the twin"),
+    ("a 60 MB file", "notes", ["x" * 1000] * 60_000, "bytes; a profile is at most 1048576 bytes"),
+]
+
+
+@pytest.mark.parametrize("label,path,value,fragment", BAD_TWINS, ids=[b[0] for b in BAD_TWINS])
+def test_a_twin_file_out_of_bounds_is_one_line_before_anything_starts(workdir, monkeypatch, capsys, label, path,
+                                                                      value, fragment):
+    data = yaml.safe_load(SHIPPED_TWIN.read_text())
+    if value == "zero":
+        for p in data["parameters"].values():
+            p["estimate"] = 0.0 if p["estimate"] is not None and p["unit"] == "us" else p["estimate"]
+    else:
+        _twin(data, path, value)
+    twin = workdir / "twin.yaml"
+    twin.write_text(yaml.safe_dump(data))
+    code, out, err = in_process(monkeypatch, capsys, workdir, "run", "hypothesis=eagle3_allreduce", "backend=sim",
+                                f"sim_profile={twin}")
+    assert code == 2 and "Traceback" not in err + out, err
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
+    assert err.startswith(f"error: command line: sim_profile: {twin}: ") and fragment in err, err
+    assert not (workdir / "outputs").exists() and not (workdir / "verdicts.jsonl").exists()
+
+
+@pytest.mark.parametrize("value", ["", " "])
+def test_audit_refuses_an_empty_expect_head_instead_of_skipping_the_check(workdir, monkeypatch, capsys, value):
+    (workdir / "verdicts.jsonl").write_text("")
+    code, out, err = in_process(monkeypatch, capsys, workdir, "audit", f"expect_head={value}")
+    assert code == 2 and "Traceback" not in err + out, err
+    assert err.strip() == ("error: command line: expect_head: empty; give a record hash (at least 12 hex digits) or "
+                           "a head file, or leave expect_head out")
+
+
+def test_a_non_loopback_host_asked_for_explicitly_is_warned_before_any_server(workdir, monkeypatch, capsys):
+    # the refusal is in the bad-override corpus; with allow_remote=true the run warns once before it starts (no
+    # server is started here: nothing may send traffic to a non-loopback address in a test)
+    import framework.run.app as app
+
+    started = []
+    monkeypatch.setattr(app, "hydra_run", lambda: started.append(True))
+    code, out, err = in_process(monkeypatch, capsys, workdir, "run", "hypothesis=eagle3_allreduce",
+                                "backend.host=0.0.0.0", "backend.allow_remote=true")
+    assert code == 0 and started == [True], err
+    assert [ln for ln in err.splitlines() if ln.startswith("warning:")] == [
+        "warning: backend.host=0.0.0.0: the servers listen where other machines can reach them (no authentication "
+        "unless backend.api_key is set); backend.allow_remote=true asked for it"]
+    code, out, err = in_process(monkeypatch, capsys, workdir, "run", "hypothesis=eagle3_allreduce",
+                                "backend.host=127.0.0.2")
+    assert code == 0 and "warning" not in err, err  # all of 127.0.0.0/8 is loopback

@@ -63,3 +63,56 @@ def test_fit_joins_pilots_of_one_engine_only(workdir: Path) -> None:
     assert p.returncode == 0, p.stderr  # two pilots, one engine (engine= names it)
     fit = TwinFit.model_validate(yaml.safe_load((workdir / "t.yaml").read_text()))
     assert fit.engine == "vllm" and len(fit.pilots) == 2 and fit.configs_fitted == 8
+
+
+def _fit(monkeypatch, capsys, cwd: Path, *args: str) -> tuple[int, str]:
+    from framework.cli import main
+
+    monkeypatch.chdir(cwd)
+    code = main(["fit", *args])
+    return code, capsys.readouterr().err
+
+
+def _tampered(workdir: Path, name: str, edit) -> Path:
+    rows = [json.loads(line) for line in (PILOT / "trials.jsonl").read_text().splitlines()]
+    edit(rows)
+    run = workdir / name
+    run.mkdir()
+    (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+def _first(rows: list[dict], kind: str) -> dict:
+    return next(r for r in rows if r["kind"] == kind and r.get("ok") and r.get("phase", "measured") == "measured")
+
+
+def test_fit_out_never_replaces_a_file_silently_and_bad_paths_are_one_line(workdir: Path, monkeypatch, capsys) -> None:
+    # issue 31: out= overwrote a user's hypothesis file; a directory, /proc or a path under a file gave a traceback
+    mine = workdir / "my_hypothesis.yaml"
+    mine.write_text("name: mine\n")
+    for out, says in ((mine, f"{mine} exists; add overwrite=true to replace it"),
+                      (workdir, f"{workdir} is a directory"),
+                      (mine / "twin.yaml", f"cannot write {mine / 'twin.yaml'}: {mine} is not a directory"),
+                      (Path("/proc/version"), "/proc/version exists; add overwrite=true"),
+                      (Path("/proc/no_such_dir/twin.yaml"), "cannot write /proc/no_such_dir/twin.yaml")):
+        code, err = _fit(monkeypatch, capsys, workdir, f"pilot={PILOT}", f"out={out}")
+        assert code == 2 and "Traceback" not in err and err.startswith("error: command line: out: "), (out, err)
+        assert len(err.strip().splitlines()) == 1 and says in err, (out, err)
+    assert mine.read_text() == "name: mine\n"
+    code, err = _fit(monkeypatch, capsys, workdir, f"pilot={PILOT}", f"out={mine}", "overwrite=maybe")
+    assert code == 2 and "overwrite: true or false" in err
+    code, err = _fit(monkeypatch, capsys, workdir, f"pilot={PILOT}", f"out={mine}", "overwrite=true")
+    assert code == 0, err
+    assert TwinFit.model_validate(yaml.safe_load(mine.read_text())).engine == "llamacpp"
+
+
+def test_fit_names_implausible_pilot_values_and_refuses(workdir: Path, monkeypatch, capsys) -> None:
+    tpot = _tampered(workdir, "tpot", lambda rows: _first(rows, "request").update(tpot_s=1e300))
+    tp = _tampered(workdir, "tp", lambda rows: _first(rows, "launch").update(
+        argv=[*_first(rows, "launch")["argv"], "--tp-size", "100000000"]))
+    for run, says in ((tpot, "tpot/c4-r0-a1: tpot_s 1e+300 (0 to 10 s)"),
+                      (tp, "tp/c4-r0-a1: tp_size 1e+08 (1 to 1024)")):
+        code, err = _fit(monkeypatch, capsys, workdir, f"pilot={run}", f"out={workdir / 'twin.yaml'}")
+        assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert "implausible measured values, not fitted" in err and says in err, err
+    assert not (workdir / "twin.yaml").exists()

@@ -126,3 +126,33 @@ def test_the_committed_two_machine_gpu_record_shows_the_next_machine_and_why_it_
     line = next(ln for ln in text.splitlines() if ln.startswith("| speeds_up_batch1 | 90% prediction interval"))
     assert "[8.696, 9.353] (2 machines, 1 df): not useful" in line and "a useful one needs 8 machines" in line
     assert (run / "summary.md").read_text(encoding="utf-8") == text  # the committed summary is this rendering
+HOSTILE = "x <img src=x onerror=alert(1)> [click](http://evil.example) ![i](http://evil.example/p.png) | **b**\n# h"
+
+
+def _unsafe(md: str) -> list[str]:
+    """What would render as structure: a raw tag, an unescaped link or image, a heading injected on a line."""
+    found = re.findall(r"<img|(?<!\\)\]\(|^# h", md, flags=re.M)
+    return found
+
+
+def test_summary_and_report_markdown_escape_what_they_embed(tmp_path: Path) -> None:
+    # issue 31: summary.md and report.md embedded hostile names, statements, ids and reasons raw
+    record = make_run(tmp_path / "outputs", "run", tmp_path / "verdicts.jsonl")
+    assert _unsafe(report.summary_markdown(record)) == []  # the honest record has nothing to escape...
+    plain = report.summary_markdown(record)
+    assert "neutral_for_baseline" in plain and "[0." in plain  # ...and reads as before: names, intervals
+    record["hypothesis"] = {**record["hypothesis"], "name": HOSTILE, "statement": HOSTILE}
+    record["predictions"][0] = {**record["predictions"][0], "id": HOSTILE, "reason": HOSTILE}
+    record["analysis"] = {**record.get("analysis", {}), "stopping": {"reason": HOSTILE}}
+    md = report.summary_markdown(record)
+    assert _unsafe(md) == [], md
+    assert "&lt;img src=x onerror=alert(1)&gt;" in md and "[click\\](http://evil.example)" in md
+    lines = md.splitlines()
+    row = next(ln for ln in lines if ln.startswith("| x &lt;img"))
+    assert len(re.findall(r"(?<!\\)\|", row)) == 9  # the table keeps its 8 columns (9 unescaped bars)
+    blocks = [report.Heading(1, HOSTILE), report.Banner(HOSTILE, HOSTILE), report.Para(HOSTILE),
+              report.Table(["a", HOSTILE], [[HOSTILE, "ok"]])]
+    rendered = report.render_markdown(blocks)
+    assert _unsafe(rendered) == [], rendered
+    pre = report.render_markdown([report.Pre("```\n" + HOSTILE)])  # literal inside a fence it cannot close
+    assert pre.startswith("````\n```\n") and pre.endswith("\n````\n")

@@ -12,7 +12,15 @@ from cli_helpers import ROOT, framework, ledger_records, starts_hypothesis
 from framework.core.design import conditions
 from framework.core.spec import load_experiment, load_hypothesis
 from framework.execution.backends import BackendSettings, server_spec
-from framework.run.redaction import Redactor, is_secret_name, ledger_salt, literal_secret, secret_values
+from framework.run.redaction import (
+    Redactor,
+    declared_names,
+    is_secret_name,
+    ledger_salt,
+    literal_secret,
+    looks_secret,
+    secret_values,
+)
 
 KEY = "PLANTED-api-key-7f3a9c"
 TOKEN = "PLANTED-hf-token-c4e1d2"
@@ -27,13 +35,39 @@ def test_secret_names():
     assert not any(map(is_secret_name, ["CUDA_VISIBLE_DEVICES", "NCCL_DEBUG", "TOKENIZERS_PARALLELISM", "KEYS"]))
 
 
+def test_secret_names_by_a_word_or_an_ending_and_the_users_own():
+    # issue 31: these were outside the word list and landed in clear in the ledger, verdict.json and .hydra/
+    assert all(map(is_secret_name, ["DB_PASS", "PGPASSWORD", "AZURE_OPENAI_KEY", "GH_AUTH", "MYSQL_PWD_PASSWORD",
+                                    "REDIS_CREDENTIALS", "GITHUBTOKEN", "sentry-dsn"]))
+    assert not any(map(is_secret_name, ["PWD", "MAX_TOKENS", "PASSAGE", "KEYBOARD", "MONKEY", "PATH", "HOME"]))
+    assert is_secret_name("DB_URL", {"db_url"}) and not is_secret_name("DB_URL")
+    assert declared_names(["A", "B"]) == declared_names("[A, 'B']") == {"A", "B"} and declared_names(None) == set()
+
+
+def test_a_value_shaped_like_an_issued_key_is_secret_whatever_its_name():
+    shaped = ["sk-" + "a1B2" * 6, "hf_" + "x" * 34, "ghp_" + "y" * 36, "AKIA" + "ABCDEFGHIJKLMNOP",
+              "-----BEGIN RSA PRIVATE KEY-----\nMII", "eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4"]
+    assert all(map(looks_secret, shaped))
+    assert not any(map(looks_secret, ["INFO", "/usr/lib/x86_64", "0,1,2,3", "sk-short", "https://example.org"]))
+    values = secret_values({"env": {"NCCL_DEBUG": "INFO", "MY_CONFIG": shaped[0], "DB_DSN2": "postgres://u:pw@h/db"}},
+                           declared_names(["DB_DSN2"]))
+    assert set(values) == {shaped[0], "postgres://u:pw@h/db"}
+
+
 def test_a_secret_on_the_command_line_is_refused_with_the_way_out():
     # the framework's argv is visible in `ps` for the whole run: a key is taken only from the environment
     assert literal_secret(["hypothesis=x", "backend.env.NCCL_DEBUG=INFO", "backend.api_key=${oc.env:K}"]) is None
-    cases = ((f"backend.api_key={KEY}", "backend.api_key"), (f"+backend.env.HF_TOKEN={TOKEN}", "backend.env.HF_TOKEN"))
+    cases = ((f"backend.api_key={KEY}", "backend.api_key"), (f"+backend.env.HF_TOKEN={TOKEN}", "backend.env.HF_TOKEN"),
+             (f"+backend.env.DB_PASS={KEY}", "backend.env.DB_PASS"),
+             (f"+backend.env.PGPASSWORD={KEY}", "backend.env.PGPASSWORD"),
+             (f"+backend.env.AZURE_OPENAI_KEY={KEY}", "backend.env.AZURE_OPENAI_KEY"),
+             ("+backend.env.MY_CONFIG=sk-" + "a1B2" * 6, "backend.env.MY_CONFIG"))
     for arg, key in cases:
         field, way_out = literal_secret(["hypothesis=x", arg])
         assert field == key and "ps" in way_out and "${oc.env:" in way_out and KEY not in way_out
+    assert literal_secret(["+backend.env.DB_URL=postgres://u:pw@h/db"]) is None
+    declared = literal_secret(["secret_env=[DB_URL]", "+backend.env.DB_URL=postgres://u:pw@h/db"])
+    assert declared is not None and declared[0] == "backend.env.DB_URL"
 
 
 def test_a_literal_key_is_one_line_exit_2_before_anything_is_written(workdir):
@@ -94,6 +128,25 @@ def test_a_planted_key_is_in_no_file_a_run_writes(workdir):
     assert record["environment"]["server"]["server_args"]["api_key"] == "***"
     assert record["config"]["backend"]["api_key"].startswith("[redacted hmac-sha256:")
     assert framework("audit", cwd=workdir).returncode == 0
+
+
+@pytest.mark.e2e
+def test_secrets_named_by_pattern_or_declared_are_in_no_file_a_run_writes(workdir):
+    # issue 31: +backend.env.DB_PASS, PGPASSWORD and AZURE_OPENAI_KEY landed in clear in the ledger, verdict.json and
+    # .hydra/; DB_URL is no secret by its name, the user declares it (secret_env)
+    hyp = workdir / "hyp"
+    hyp.mkdir()
+    (hyp / "secret_smoke.yaml").write_text(SINGLE)
+    env = {"DB_PASS": "PLANTED-db-pass-1", "PGPASSWORD": "PLANTED-pg-pass-2", "AZURE_OPENAI_KEY": "PLANTED-azure-3",
+           "DB_URL": "postgres://user:PLANTED-url-4@db/x"}
+    out = framework("run", "hypothesis=secret_smoke", f"paths.hypotheses={hyp}", "report=true", "secret_env=[DB_URL]",
+                    *(f"+backend.env.{name}=${{oc.env:{name}}}" for name in env), cwd=workdir, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    written = [p for p in workdir.rglob("*") if p.is_file() and p.parent != hyp]
+    assert any(p.name == "verdict.json" for p in written) and any(p.parent.name == ".hydra" for p in written)
+    assert [str(p) for p in written if b"PLANTED" in p.read_bytes()] == []
+    record = ledger_records(workdir / "verdicts.jsonl")[-1]
+    assert all(v.startswith("[redacted hmac-sha256:") for v in record["config"]["backend"]["env"].values())
 
 
 def test_every_trials_row_is_scrubbed_where_a_server_takes_the_key_as_a_flag(tmp_path):

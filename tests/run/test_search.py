@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from cli_helpers import ROOT, framework, ledger_records, no_servers_left
 
 SEARCH = """\
@@ -123,3 +124,47 @@ def test_the_shipped_search_file_is_valid_and_its_grid_costs_more_than_its_budge
 
     h = load_hypothesis(ROOT / "hypotheses" / "eagle3_tuning.yaml")
     assert h.search is not None and h.search.budget.launches < h.search.grid_launches()
+
+
+# issue 31: a budget of 10000 launches on a 3-point space re-launched one point without end, with no long-run gate
+THREE_POINTS = NOISE_ONLY.replace("values: [2, 4, 6, 8]", "values: [2, 4, 6]").replace(
+    "budget: {launches: 6, refine: 0}", "budget: {launches: 10000}")
+
+
+def test_a_search_estimated_at_hours_needs_allow_long(workdir, monkeypatch, capsys):
+    from framework.cli import main
+
+    exp = yaml.safe_load((ROOT / "experiments" / "rtx_pro_6000_tp8.yaml").read_text())
+    exp["workload"].update(request_rate=1, duration_s=86_400)  # a day of open loop per launch, 1.2 h at speed-up 20
+    (workdir / "exp").mkdir()
+    (workdir / "exp" / "rtx_pro_6000_tp8.yaml").write_text(yaml.safe_dump(exp))
+    write_search(workdir, "day", NOISE_ONLY.replace("launches: 6, refine: 0", "launches: 10, refine: 0"))
+    monkeypatch.chdir(workdir)
+    code = main(["search", "hypothesis=day", f"paths.hypotheses={workdir / 'hyp'}",
+                 f"paths.experiments={workdir / 'exp'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert err.strip() == ("error: command line: allow_long: estimated wall time at least 12.0 h (up to 10 launches, "
+                           "the longest 1.2 h of open-loop schedule at speed-up 20; start-up and closed-loop requests "
+                           "come on top): more than 4.0 h; add allow_long=true to run it (or shorten duration_s, lower "
+                           "search.budget.launches)")
+    assert not (workdir / "outputs").exists() and not (workdir / "verdicts.jsonl").exists()
+
+
+@pytest.mark.e2e  # a capped search and its confirmation on the sim, about 90 s
+def test_a_budget_larger_than_the_space_can_use_is_capped_and_says_so(workdir):
+    write_search(workdir, "three", THREE_POINTS)
+    out = framework("search", "hypothesis=three", f"paths.hypotheses={workdir / 'hyp'}", "run_dir=s",
+                    "progress=false", "report=false", cwd=workdir, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    text = " ".join(out.stdout.split())
+    assert ("note: budget.launches 10000 is more than this space can use (3 points x 20 launches at most each): "
+            "capped at 60") in text
+    summary = json.loads((workdir / "s" / "search.json").read_text())
+    assert summary["budget"]["launches"] == 60 and summary["budget_declared"] == 10000
+    assert summary["launches_spent"] <= 60
+    launches = [r for r in ledger_records(workdir / "s" / "trials.jsonl") if r["kind"] == "launch"]
+    per_point: dict[int, int] = {}
+    for r in launches:
+        per_point[r["condition"]] = per_point.get(r["condition"], 0) + 1
+    assert max(per_point.values()) <= 20, per_point

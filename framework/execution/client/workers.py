@@ -248,13 +248,35 @@ class Share:
         return t_origin
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
 def _die_with_parent(parent: int) -> None:
-    """SIGKILL this worker when the process that started it dies (Linux), and never survive it meanwhile."""
+    """SIGKILL this worker when the process that started it dies (Linux), and never survive it meanwhile.
+
+    The stop signals arrive blocked (the parent blocks them while it starts a worker, `_tracked_start`) and
+    are unblocked here: a SIGTERM or SIGHUP sent meanwhile (to the process group, or by the parent stopping
+    its workers) ends the worker now, silently (the default action: no Python exception, no traceback)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the parent's to handle: it stops the workers
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # it died before the request above
         os._exit(1)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+def _tracked_start(process: Any, procs: list[Any]) -> None:
+    """Start a worker and add it to `procs` with the stop signals held off in between: a signal's exception
+    raised between the two would leave a worker the parent never stops, which outlives it and prints a
+    traceback once the parent's shared lock is gone (issue 31). The signal is taken right after."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        process.start()
+        procs.append(process)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _worker_main(conn: Any, parent: int, share: Share, plan: Plan, base_url: str, workload: Workload,
@@ -271,7 +293,10 @@ def _worker_main(conn: Any, parent: int, share: Share, plan: Plan, base_url: str
                                    share=share))
         conn.send(("done", share.worker, raw))
     except BaseException:  # noqa: BLE001 - the parent says what failed
-        conn.send(("error", share.worker, traceback.format_exc(limit=8)))
+        try:
+            conn.send(("error", share.worker, traceback.format_exc(limit=8)))
+        except OSError:  # the parent is gone (it stopped): nobody to tell, and nothing to print
+            os._exit(1)
     finally:
         conn.close()
 
@@ -315,9 +340,8 @@ def run_workers(plan: Plan, n: int, base_url: str, workload: Workload, endpoint:
             p = ctx.Process(target=_worker_main, name=f"client-worker-{share.worker}", daemon=True,
                             args=(theirs, os.getpid(), share, plan, base_url, workload, endpoint, model, time_scale,
                                   headers, execute))
-            p.start()
+            _tracked_start(p, procs)
             theirs.close()
-            procs.append(p)
             conns.append(mine)
         live = dict(enumerate(conns))
         ready: set[int] = set()

@@ -213,18 +213,16 @@ TWIN_ENGINES_WITH_FLAGS = ("llamacpp", "llama_server", "vllm")  # engines whose 
 
 def profile_engine(path: Path) -> str | None:
     """The engine whose flag names the sim takes on a profile file: a twin fitted to an engine with its own
-    flags (llama.cpp, vLLM; docs/model.md, "Twin"); None for any other profile. ValueError when the file is
-    not readable YAML."""
-    import yaml
-
-    from framework.core.twin import is_twin_document
-
+    flags (llama.cpp, vLLM; docs/model.md, "Twin"); None for any other profile. ValueError (one line, without
+    the path) when the file is too large, not readable YAML or not a valid profile: a twin's values are
+    bounded (core/twin.py), so a NaN or 1e300 estimate is refused before any server starts."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"not readable YAML ({exc})") from None
-    if is_twin_document(data) and data.get("engine") in TWIN_ENGINES_WITH_FLAGS:
-        return str(data["engine"])
+        profile = load_profile(str(path))
+    except (OSError, ProfileError) as exc:
+        raise ValueError(str(exc).removeprefix(f"{path}: ")) from None
+    twin = profile.twin
+    if twin is not None and twin.engine in TWIN_ENGINES_WITH_FLAGS:
+        return str(twin.engine)
     return None
 
 

@@ -14,7 +14,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from framework.core.twin import TwinFit, is_twin_document
+from framework.core.twin import MAX_FILE_BYTES, TwinFit, bounds_problem, is_twin_document
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "rtx_pro_6000_tp8"
@@ -173,18 +173,25 @@ def parse_profile(text: str, source: str = "<profile>") -> Profile:
     if not isinstance(data, dict):
         raise ProfileError(f"{source}: a profile is a YAML mapping")
     try:
-        if is_twin_document(data):  # a `framework fit` document: the twin's profile
-            return profile_from_fit(TwinFit.model_validate(data))
+        if is_twin_document(data):  # a `framework fit` document: the twin's profile, bounded (core/twin.py)
+            fit = TwinFit.model_validate(data)
+            if (problem := bounds_problem(fit)) is not None:
+                raise ProfileError(f"{source}: {problem}")
+            return profile_from_fit(fit)
         return Profile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
-        raise ProfileError(f"{source}: {field}: {first['msg']}") from exc
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ProfileError(f"{source}: {field}: {msg}" if field else f"{source}: {msg}") from exc
 
 
 @lru_cache(maxsize=32)
 def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
     path = resolve_profile_path(name_or_path)
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:  # read before parsing: a huge file is refused at once, not parsed for minutes
+        raise ProfileError(f"{path}: {size} bytes; a profile is at most {MAX_FILE_BYTES} bytes")
     return parse_profile(path.read_text(encoding="utf-8"), str(path))
 
 
