@@ -70,21 +70,27 @@ def levels(values: dict[str, str]) -> str:
 _MD_SPECIAL = re.compile(r"[\\`*|~]|\](?=[(\[:])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 
+def _md_inline(text: object) -> str:
+    """HTML's &, < and > as entities, Markdown's punctuation backslash-escaped, line breaks as spaces."""
+    out = html.escape(str(text), quote=False)
+    out = _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), out)
+    return " ".join(out.splitlines())
+
+
 def md_text(text: object) -> str:
     """Text embedded in Markdown as itself: HTML's &, < and > as entities, Markdown's punctuation backslash-escaped,
     a leading # (a heading) escaped and line breaks as spaces, so a hypothesis name, a description, a flag or an
     error message cannot add a link, an image, a tag or a block of its own (CommonMark 0.31, section 2.4)."""
-    out = html.escape(str(text), quote=False)
-    out = _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), out)
-    out = " ".join(out.splitlines())
+    out = _md_inline(text)
     if re.match(r"\s*(#|[-+](\s|$))", out):  # a heading or a list item of its own
         return "\\" + out.lstrip()
     return re.sub(r"^(\s*\d+)([.)])(?=\s|$)", r"\1\\\2", out)  # an ordered list item: 1\. x
 
 
 def md_cell(text: str) -> str:
-    """Text safe inside a Markdown table cell: `md_text`, with line breaks as <br> (the one tag it writes)."""
-    return "<br>".join(md_text(line) for line in str(text).splitlines()) if text else ""
+    """Text safe inside a Markdown table cell, with line breaks as <br> (the one tag it writes). A cell holds
+    inline content only (GFM tables), so a leading -, # or 1. starts no block there and stays as it reads."""
+    return "<br>".join(_md_inline(line) for line in str(text).splitlines()) if text else ""
 
 
 def md_code(text: object) -> str:
