@@ -311,6 +311,22 @@ def _load_avg() -> str:
         return "?"
 
 
+def schedule_arguments(p: argparse.ArgumentParser, *, open_s: float) -> None:
+    """The schedule server's load and the cores, and the child client's own arguments, as every benchmark
+    of the client against the schedule server takes them (this one and selfcheck_calibration.py)."""
+    p.add_argument("--open-s", type=float, default=open_s, help="open-loop runs last about this long")
+    p.add_argument("--min-requests", type=int, default=32)
+    p.add_argument("--first-token-ms", type=float, default=20.0)
+    p.add_argument("--interval-ms", type=float, default=2.0)
+    p.add_argument("--tokens", type=int, default=256)
+    p.add_argument("--server-core", type=int, default=0)
+    p.add_argument("--client-core", type=int, default=1)
+    p.add_argument("--url", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--out", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--requests", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--warmup", type=int, default=0, help=argparse.SUPPRESS)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="two short closed-loop loads, one open-loop rate")
@@ -318,22 +334,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--streams", nargs="*", type=int, default=[1, 16, 64, 128, 256])
     p.add_argument("--rates", nargs="*", type=float, default=[60, 120, 240, 480])
     p.add_argument("--repeat", type=int, default=1, help="run the whole ladder this many times")
-    p.add_argument("--open-s", type=float, default=4.0, help="open-loop runs last about this long")
-    p.add_argument("--min-requests", type=int, default=32)
-    p.add_argument("--first-token-ms", type=float, default=20.0)
-    p.add_argument("--interval-ms", type=float, default=2.0)
-    p.add_argument("--tokens", type=int, default=256)
-    p.add_argument("--server-core", type=int, default=0)
-    p.add_argument("--client-core", type=int, default=1)
+    schedule_arguments(p, open_s=4.0)
     p.add_argument("--vllm-python", default=str(DEFAULT_VLLM_PYTHON))
     p.add_argument("--aiperf", default=str(DEFAULT_AIPERF), help="the aiperf executable (else `aiperf` on PATH)")
     p.add_argument("--md", default=None, help="also write the table (Markdown) to this file")
     # child process arguments
     p.add_argument("--_child", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--url", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--out", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--requests", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--warmup", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--_streams", dest="streams_child", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--_rate", dest="rate", type=float, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

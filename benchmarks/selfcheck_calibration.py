@@ -32,7 +32,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from client_capacity import PROMPT, _commit, _load_avg, _pin, compare, truth_figures, truth_lines  # noqa: E402
+from client_capacity import (  # noqa: E402
+    PROMPT,
+    _commit,
+    _load_avg,
+    _pin,
+    compare,
+    schedule_arguments,
+    truth_figures,
+    truth_lines,
+)
 
 from framework.execution.client.selfcheck import BIAS_WARN, CRITERION  # noqa: E402
 from framework.execution.launcher import ServerProcess, ServerSpec, free_port  # noqa: E402
@@ -160,20 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--streams", nargs="*", type=int, default=[16, 64, 128, 256])
     p.add_argument("--rates", nargs="*", type=float, default=[120, 240])
     p.add_argument("--burners", nargs="+", type=int, default=[0, 1])
-    p.add_argument("--open-s", type=float, default=2.0)
-    p.add_argument("--min-requests", type=int, default=32)
-    p.add_argument("--first-token-ms", type=float, default=20.0)
-    p.add_argument("--interval-ms", type=float, default=2.0)
-    p.add_argument("--tokens", type=int, default=256)
-    p.add_argument("--server-core", type=int, default=0)
-    p.add_argument("--client-core", type=int, default=1)
+    schedule_arguments(p, open_s=2.0)
     p.add_argument("--md", default=None)
     p.add_argument("--dump", default=None, help="a folder: keep each run's self-check inputs and truth log there")
     p.add_argument("--_child", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--url", help=argparse.SUPPRESS)
-    p.add_argument("--out", help=argparse.SUPPRESS)
-    p.add_argument("--requests", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--warmup", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--_workers", dest="child_workers", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--_streams", dest="child_streams", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--_rate", dest="child_rate", type=float, default=None, help=argparse.SUPPRESS)
