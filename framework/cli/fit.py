@@ -186,6 +186,13 @@ def show(fit: TwinFit, out: Path) -> None:
                       f"residual sd {percent(nz.residual_log_sd)} (log scale, df {nz.residual_df})")
     for note in fit.notes:
         console.print(f"  note: {note}")
+    if fit.domain is not None:
+        dm = fit.domain
+        console.print(escape(f"  domain (predictions outside it are marked as extrapolations): streams "
+                             f"{dm.concurrency[0]}-{dm.concurrency[1]}, prompt tokens {dm.prompt_tokens[0]}-"
+                             f"{dm.prompt_tokens[1]}, output tokens {dm.output_tokens[0]}-{dm.output_tokens[1]}, "
+                             f"tp size {', '.join(map(str, dm.tp_size))}, {len(dm.flags)} flag set(s)"),
+                      highlight=False)
     for h in fit.pilot_host.get("pilots", [fit.pilot_host]):
         console.print(escape(f"  pilot host {h.get('host')}: {h.get('cpu') or 'CPU not recorded'}, "
                              f"{h.get('cores') or '?'} cores, load average "

@@ -36,6 +36,7 @@ def test_fit_on_the_shipped_llamacpp_pilot(workdir: Path) -> None:
     assert fit.domain is not None and fit.domain.concurrency[0] >= 1 and len(fit.domain.flags) >= 2
     assert fit.pilot_host["host"] and fit.pilot_host["launches_with_load"] == 0
     assert "load average not recorded" in " ".join(p.stdout.split())
+    assert "domain (predictions outside it are marked as extrapolations): streams" in " ".join(p.stdout.split())
 
 
 def test_fit_refuses_bad_input_in_one_line(workdir: Path) -> None:
