@@ -170,7 +170,7 @@ def test_a_budget_larger_than_the_space_can_use_is_capped_and_says_so(workdir):
     assert max(per_point.values()) <= 20, per_point
 
 
-@pytest.mark.e2e  # two whole searches in fresh directories, about 40 s
+@pytest.mark.e2e  # three whole searches, about a minute
 def test_the_same_search_in_a_fresh_directory_gives_the_same_confirmation_seeds_and_figures(tmp_path):
     """Every seed a search uses derives from the hypothesis file, its declared seed and the search-run index (how
     many searches of the file the ledger holds), never from the clock; the confirmation's seeds stay fresh."""
@@ -190,3 +190,10 @@ def test_the_same_search_in_a_fresh_directory_gives_the_same_confirmation_seeds_
         runs.append((explored, fresh, [(p["id"], p.get("estimate"), p.get("ci")) for p in verdict["predictions"]],
                      verdict["verdict"]))
     assert runs[0] == runs[1]
+    # the same search again in the first ledger is search-run 1 of that file: other fresh confirmation seeds
+    workdir = tmp_path / "first"
+    out = framework("search", "hypothesis=noise_only", f"paths.hypotheses={workdir / 'hyp'}", "run_dir=s2",
+                    "report=false", cwd=workdir)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    again = [r["seed"] for r in ledger_records(workdir / "s2" / "confirm" / "trials.jsonl") if r["kind"] == "launch"]
+    assert again and not set(again) & (set(runs[0][1]) | set(runs[0][0]))
