@@ -220,10 +220,18 @@ def search_seed(h: Hypothesis) -> int:
     return s.seed if s.seed is not None else h.design.seed
 
 
-def confirm_seed(search_id: str) -> int:
-    """The confirmation's design seed, derived from the search's id: its launches are fresh (other server seeds
-    than any exploration launch)."""
-    return int.from_bytes(hashlib.sha256(f"{search_id}/confirm".encode()).digest()[:4], "big") & 0x7FFFFFFF
+def confirm_seed(hypothesis_sha256: str, seed: int, run_index: int) -> int:
+    """The confirmation's design seed, derived from the hypothesis file's hash, the search's declared seed and
+    how many searches of this hypothesis the ledger already holds -- never from the clock: the same command in a
+    fresh directory gives the same launches and figures, a repeated search in one ledger gets fresh ones. Its
+    launches are fresh against the exploration's (other server seeds; run/confirmation.py refuses a clash)."""
+    salt = 0
+    while True:  # never the exploration's own design seed (a clash of 1 in 2^31, refused by construction)
+        key = f"{hypothesis_sha256}/{seed}/{run_index}/confirm" + (f"/{salt}" if salt else "")
+        derived = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") & 0x7FFFFFFF
+        if derived != seed:
+            return derived
+        salt += 1
 
 
 def _merged_level(s: SearchBlock, point: dict[str, str]) -> dict[str, Any]:
@@ -245,7 +253,7 @@ def describe(point: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in point.items())
 
 
-def confirm_hypothesis(h: Hypothesis, chosen: list[dict[str, str]], search_id: str) -> dict[str, Any]:
+def confirm_hypothesis(h: Hypothesis, chosen: list[dict[str, str]], search_id: str, seed: int) -> dict[str, Any]:
     """The confirmatory hypothesis (as the data of a hypothesis file): the chosen configuration(s) against the
     reference, each predicted to beat it by at least the declared `confirm.min_effect`, at alpha / top each
     (Bonferroni over the few confirmed), on fresh launches in randomized blocks."""
@@ -282,7 +290,7 @@ def confirm_hypothesis(h: Hypothesis, chosen: list[dict[str, str]], search_id: s
         "predictions": [{"id": f"{n}_beats_reference", "kind": kind, "factor": "config", "level": n,
                          "min_effect": c.min_effect} for n in names],
         "design": {"launches": c.launches or d.launches, "requests": c.requests or d.requests,
-                   "warmup": d.warmup if c.warmup is None else c.warmup, "seed": confirm_seed(search_id),
+                   "warmup": d.warmup if c.warmup is None else c.warmup, "seed": seed,
                    "order": "randomized_blocks", "alpha": alpha, "analysis": d.analysis, "sequential": sequential},
     }
     if h.slo:

@@ -35,6 +35,8 @@ from framework.core.twin import (
     TwinConfig,
     TwinFit,
     blank,
+    domain_of,
+    extrapolation,
 )
 from framework.errors import FitError
 
@@ -342,9 +344,50 @@ def fit(launches: list[Launch], predict: Predict, *, engine: str, name: str = "t
                          "there; its standard error is not a valid interval")
     if n_obs <= p:
         notes.append(f"{n_obs} observations for {p} parameters: no standard errors")
+    tps = sorted({c.tp_size for c in configs})
+    fixed = {**({"tp_size": tps[0]} if len(tps) == 1 and tps[0] != 1 else {}), **(fixed or {})}
     return base.model_copy(update={"parameters": params, "covariance": covariance, "noise": noise,
-                                   "pilots": pilots or [], "configs_fitted": len(configs), "fixed": fixed or {},
-                                   "notes": notes})
+                                   "pilots": pilots or [], "configs_fitted": len(configs), "fixed": fixed,
+                                   "notes": notes, "domain": domain_of(configs)})
+
+
+# --------------------------------------------------------------------------- the pilot's machine
+
+# The rule that marks a pilot as measured on a busy machine (fixed before any pilot was looked at): a launch whose
+# host's 1-minute load average was above its core count (more runnable work than cores: the server waited for a
+# CPU), or a launch-to-launch sd of a fitted metric above 10% on the log scale (launches at the same settings
+# 10% apart: a quiet GPU host shows 0.01%, the sim's own noise 0.6%).
+BUSY_LAUNCH_LOG_SD = 0.10
+
+
+def pilot_host(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The pilot's host, CPU model and load, as its trials recorded them (the environment row, the launches'
+    `machine` and `load`): {host, cpu, cores, load_1m_median, load_1m_max, launches_with_load}."""
+    trials = Trials.of(rows)
+    env = next(iter(trials.of_kind("environment")), None) or {}
+    launches = [r for r in trials.of_kind("launch") if r.get("ok")]
+    machine = next((r["machine"] for r in launches if isinstance(r.get("machine"), dict)), {})
+    loads = [r["load"] for r in launches if isinstance(r.get("load"), dict)
+             and isinstance(r["load"].get("load_1m"), (int, float))]
+    ones = [float(x["load_1m"]) for x in loads]
+    cores = next((int(x["cores"]) for x in loads if isinstance(x.get("cores"), int)), None)
+    return {"host": env.get("host") or machine.get("host"), "cpu": env.get("cpu") or machine.get("cpu"),
+            "cores": cores, "load_1m_median": statistics.median(ones) if ones else None,
+            "load_1m_max": max(ones) if ones else None, "launches_with_load": len(ones)}
+
+
+def busy(hosts: list[dict[str, Any]], noise: dict[str, MetricNoise]) -> list[str]:
+    """Why the pilot's machine looked busy under the rule above (empty: it did not, or nothing says)."""
+    out = []
+    for h in hosts:
+        if h.get("load_1m_max") is not None and h.get("cores") and h["load_1m_max"] > h["cores"]:
+            out.append(f"{h.get('host') or 'a pilot host'}: load average {h['load_1m_max']:g} above its "
+                       f"{h['cores']} cores during a launch")
+    for m, nz in noise.items():
+        if nz.launch_log_sd is not None and nz.launch_log_sd > BUSY_LAUNCH_LOG_SD:
+            out.append(f"{m}: launch sd {nz.launch_log_sd:.1%} above {BUSY_LAUNCH_LOG_SD:.0%} between launches at "
+                       "the same settings")
+    return out
 
 
 # --------------------------------------------------------------------------- predictions with intervals
@@ -359,6 +402,28 @@ def _noise_sd(fit: TwinFit, metric: str) -> tuple[float, int]:
         return d.residual_log_sd, d.residual_df
     both = [x for x in (t, d) if x]
     return (max(x.residual_log_sd for x in both), min(x.residual_df for x in both)) if both else (0.0, 1)
+
+
+def mark(prediction: dict[str, Any]) -> str:
+    """The words a printed twin prediction carries: which parameters it needs that the pilot did not identify
+    (then it has no interval) and why it extrapolates; empty for an interpolation with an interval."""
+    words = []
+    if prediction.get("not_identified"):
+        words.append(f"no interval: needs {', '.join(prediction['not_identified'])}, which the pilot did not "
+                     "identify")
+    if prediction.get("extrapolation"):
+        words.append(f"extrapolation: {'; '.join(prediction['extrapolation'])}")
+    return "; ".join(words)
+
+
+def _absorbed(fit: TwinFit, config: TwinConfig) -> set[str]:
+    """Unidentified parameters whose effect the fitted ones already hold at `config`: the all-reduce cost at the
+    one TP size the pilot ran (a T and a P are d0 + d1 (T - 1) and p1 P terms again, so the fit measured
+    d0 + a, d1 + a and p1 + a there); elsewhere it is unknown and blocks the interval."""
+    domain = fit.domain
+    if domain is not None and domain.tp_size == [config.tp_size]:
+        return {"allreduce_us_per_token"}
+    return set()
 
 
 def predict_interval(fit: TwinFit, config: TwinConfig, predict: Predict, *, level: float = 0.9,
@@ -376,6 +441,7 @@ def predict_interval(fit: TwinFit, config: TwinConfig, predict: Predict, *, leve
     cov = np.asarray([[fit.covariance.get(a, {}).get(b, 0.0) for b in free] for a in free]) if free else None
     grads: dict[str, list[float]] = {m: [] for m in metrics}
     blocked: dict[str, list[str]] = {m: [] for m in metrics}
+    absorbed = _absorbed(fit, config)
     for n in free + unknown:
         v = fit.value(n)
         h = max(abs(v) * 1e-4, 1e-6 if n in ("thread_exponent", "accept_length") else 1e-3)
@@ -384,13 +450,14 @@ def predict_interval(fit: TwinFit, config: TwinConfig, predict: Predict, *, leve
             g = (math.log(moved[m]) - math.log(mean[m])) / h if mean[m] > 0 and moved[m] > 0 else 0.0
             if n in free:
                 grads[m].append(g)
-            elif abs(g) * max(abs(v), h, 1.0) > 1e-9:
+            elif n not in absorbed and abs(g) * max(abs(v), h, 1.0) > 1e-9:
                 blocked[m].append(n)
     out: dict[str, dict[str, Any]] = {}
+    outside = extrapolation(fit.domain, config)
     for m in metrics:
         if blocked[m] or not (mean[m] > 0 and math.isfinite(mean[m])):
             out[m] = {"mean": mean[m], "low": None, "high": None, "log_sd": None,
-                      "not_identified": blocked[m]}
+                      "not_identified": blocked[m], "extrapolation": outside}
             continue
         g = np.asarray(grads[m])
         var_par = float(g @ cov @ g) if cov is not None and len(g) else 0.0
@@ -398,5 +465,5 @@ def predict_interval(fit: TwinFit, config: TwinConfig, predict: Predict, *, leve
         sd = math.sqrt(max(0.0, var_par) + noise ** 2)
         q = float(stats.t.ppf(0.5 + level / 2, max(1, df)))
         out[m] = {"mean": mean[m], "low": mean[m] * math.exp(-q * sd), "high": mean[m] * math.exp(q * sd),
-                  "log_sd": sd, "level": level, "not_identified": []}
+                  "log_sd": sd, "level": level, "not_identified": [], "extrapolation": outside}
     return out

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from framework.analysis import twinfit
@@ -118,6 +119,7 @@ def main(args: list[str]) -> int:
     launches: list[twinfit.Launch] = []
     sources, engines = [], set()
     startups: list[float] = []
+    hosts: list[dict[str, Any]] = []
     for p in pilots:
         run_dir = Path(p)
         trials = run_dir / "trials.jsonl"
@@ -140,6 +142,7 @@ def main(args: list[str]) -> int:
                                     x.values, x.accept) for x in got]
         sources.append({"path": str(run_dir), "trials_sha256": hashlib.sha256(trials.read_bytes()).hexdigest(),
                         "launches": len(got), "engine": engine})
+        hosts.append(twinfit.pilot_host(rows))
     if len(engines) > 1:
         which = ", ".join(sorted(engines))
         raise ConfigError("command line", "pilot", f"the pilots measured different engines ({which}); fit one")
@@ -159,6 +162,8 @@ def main(args: list[str]) -> int:
                              fixed={"launch_startup_s": statistics.median(startups)} if startups else {})
     except twinfit.FitError as exc:
         raise ConfigError("command line", "pilot", f"nothing fittable: {exc}") from None
+    host = hosts[0] if len(hosts) == 1 else {"pilots": hosts}
+    fitted = fitted.model_copy(update={"pilot_host": host, "busy": twinfit.busy(hosts, fitted.noise)})
     write_twin(out, fitted)
     show(fitted, out)
     return EXIT_OK
@@ -181,4 +186,21 @@ def show(fit: TwinFit, out: Path) -> None:
                       f"residual sd {percent(nz.residual_log_sd)} (log scale, df {nz.residual_df})")
     for note in fit.notes:
         console.print(f"  note: {note}")
+    if fit.domain is not None:
+        dm = fit.domain
+        console.print(escape(f"  domain (predictions outside it are marked as extrapolations): streams "
+                             f"{dm.concurrency[0]}-{dm.concurrency[1]}, prompt tokens {dm.prompt_tokens[0]}-"
+                             f"{dm.prompt_tokens[1]}, output tokens {dm.output_tokens[0]}-{dm.output_tokens[1]}, "
+                             f"tp size {', '.join(map(str, dm.tp_size))}, {len(dm.flags)} flag set(s)"),
+                      highlight=False)
+    for h in fit.pilot_host.get("pilots", [fit.pilot_host]):
+        console.print(escape(f"  pilot host {h.get('host')}: {h.get('cpu') or 'CPU not recorded'}, "
+                             f"{h.get('cores') or '?'} cores, load average "
+                             + (f"{sig(h['load_1m_median'], 3)} median, {sig(h['load_1m_max'], 3)} max over "
+                                f"{h['launches_with_load']} launches" if h.get("load_1m_max") is not None
+                                else "not recorded (a pilot from before issue 35)")), highlight=False)
+    for why in fit.busy:
+        console.print(escape(f"warning: the pilot's machine looked busy ({why}): the twin may describe the "
+                             "machine's load rather than the deployment; refit from a pilot on a quiet machine"),
+                      style="bold red", highlight=False)
     console.print(f"twin: {out}  (serve it: backend=sim sim_profile={out})")

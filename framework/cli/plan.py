@@ -34,6 +34,7 @@ from framework.core.spec import Design, Experiment, Hypothesis
 from framework.errors import EXIT_OK, ConfigError
 from framework.execution import adapters
 from framework.execution.backends import Backend
+from framework.present.format import sig
 from framework.present.progress import make_console
 from framework.records.trials import read_trials
 from framework.run.probe import probe_measurement_noise
@@ -120,10 +121,33 @@ def main(args: list[str]) -> int:
         refuted = [r.prediction for r in rows if r.target == "refuted"]
         console.print(f"the twin already expects {h.name} to be refuted on this deployment: {', '.join(refuted)}"
                       if refuted else f"the twin expects no prediction of {h.name} to be refuted on this deployment")
+        print_twin_predictions(console, h, exp, resolved.backend.table, d)
     pilot_rows = read_trials(Path(kv["pilot"]) / "trials.jsonl") if "pilot" in kv else None
     print_fleet(make_console(), h, kv, d, assumptions, pilot_rows, power)
     print_modes(make_console(), assumptions)
     return EXIT_OK
+
+
+def print_twin_predictions(console: Console, h: Hypothesis, exp: Experiment, row: Backend, d: Design) -> None:
+    """The twin's prediction of the metric per condition with its 90% interval, each marked where the twin
+    extrapolates or needs a parameter its pilot did not identify; and the caveat that the plan above took the
+    point predictions as exact (their uncertainty is not propagated into the launches)."""
+    from framework.analysis.twinfit import mark
+
+    preds = adapters.for_row(row).twin_predictions(h, exp, requests=d.requests, warmup=d.warmup) or {}
+    for label, by_metric in preds.items():
+        p = by_metric.get(h.metric) if isinstance(by_metric, dict) else None
+        if not isinstance(p, dict):
+            console.print(escape(f"  twin at {label}: {(by_metric or {}).get('not_predicted', 'not predicted')}"),
+                          highlight=False)
+            continue
+        interval = (f" [{sig(p['low'], 4)}, {sig(p['high'], 4)}] (90%)" if p.get("low") is not None else "")
+        words = mark(p)
+        console.print(escape(f"  twin at {label}: {h.metric} {sig(p['mean'], 4)}{interval}"
+                             + (f"; {words}" if words else "")), highlight=False)
+    console.print("caveat: the launches above take the twin's point predictions as exact; the twin's own "
+                  "uncertainty (its intervals above, and any extrapolation) is not propagated into them: "
+                  "a pilot on the deployment itself (pilot=RUN_DIR) plans from measured effects", highlight=False)
 
 
 def print_modes(console: Console, assumptions: dict[str, Any]) -> None:
@@ -195,6 +219,15 @@ def _duration(seconds: float | None) -> str:
             else f"{seconds:.0f} s")
 
 
+MAX_PLAN_LOOKS = 10  # the sequential sizing's cost grows with the looks (n^2 at block 2: minutes at n = 64)
+
+
+def sequential_block(fixed_launches: int, block: int) -> int:
+    """The block `plan` sizes a sequential design with: the declared one, or the smallest that keeps the looks
+    at MAX_PLAN_LOOKS or fewer (so plan finishes within seconds of printing its table at any n)."""
+    return max(block, math.ceil(fixed_launches / MAX_PLAN_LOOKS))
+
+
 def print_plan(console: Console, h: Hypothesis, rows: list[PlanRow], power: float, source: str,
                requests: int, warmup: int, block: int = 2, alpha: float | None = None) -> None:
     alpha = h.design.alpha if alpha is None else alpha
@@ -214,11 +247,15 @@ def print_plan(console: Console, h: Hypothesis, rows: list[PlanRow], power: floa
     console.print(f"whole hypothesis: {n if n is not None else 'not reachable'} launches per condition "
                   f"(design.launches={n})" if n else "whole hypothesis: see the notes above", highlight=False)
     if n:
-        cap = sequential_cap(n, block, alpha)
-        console.print(f"sequential (design.sequential=true): blocks of {block} up to {cap} launches per condition "
-                      f"({cap // block} looks, inflation factor {inflation_factor(alpha, cap // block):.3f} "
+        sized = sequential_block(n, block)
+        cap = sequential_cap(n, sized, alpha)
+        wider = (f" (blocks of {block} would make {math.ceil(n / block)} looks; plan sizes a sequential design of "
+                 f"at most {MAX_PLAN_LOOKS} looks, whose boundaries' cost grows with the looks: run it with "
+                 f"design.sequential.block={sized})" if sized != block else "")
+        console.print(f"sequential (design.sequential=true): blocks of {sized} up to {cap} launches per condition "
+                      f"({cap // sized} looks, inflation factor {inflation_factor(alpha, cap // sized):.3f} "
                       f"keeps the power of {n} fixed launches); it stops at the first look that decides every "
-                      f"prediction", highlight=False)
+                      f"prediction{wider}", highlight=False)
     console.print(source, highlight=False)
 
 

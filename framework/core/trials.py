@@ -67,6 +67,7 @@ class LaunchRow(_Row):
     argv: list[str] = []
     server_info: dict | None = None
     machine: dict | None = None  # the machine it ran on: {id, host, cpu, gpus: [{uuid, name}], label} (0.3)
+    load: dict | None = None  # {load_1m, cores} when its server was ready: how busy the host was (0.3, issue 35)
     # what it was measured under: {hypothesis, experiment, design} SHA-256s (framework.core.definition; 0.3)
     definition: dict[str, str] | None = None
     started: str

@@ -88,6 +88,51 @@ class MetricNoise(_Strict):
     requests: int
 
 
+class Domain(_Strict):
+    """The range of the pilot's settings: where the twin interpolates. A prediction outside it extrapolates
+    the model's equations beyond anything measured, and says so (`extrapolation`)."""
+
+    concurrency: tuple[int, int]  # streams, min and max
+    prompt_tokens: tuple[int, int]
+    output_tokens: tuple[int, int]
+    tp_size: list[int]  # the tensor-parallel sizes measured (a size between two is not measured either)
+    flags: list[list[str]]  # each distinct flag set the pilot ran
+
+
+def domain_of(configs: list[TwinConfig]) -> Domain:
+    """The domain of a pilot's configurations (at least one)."""
+
+    def span(values: list[int]) -> tuple[int, int]:
+        return min(values), max(values)
+
+    flag_sets: list[list[str]] = []
+    for c in configs:
+        if list(c.flags) not in flag_sets:
+            flag_sets.append(list(c.flags))
+    return Domain(concurrency=span([c.concurrency for c in configs]),
+                  prompt_tokens=span([c.prompt_tokens for c in configs]),
+                  output_tokens=span([c.output_tokens for c in configs]),
+                  tp_size=sorted({c.tp_size for c in configs}), flags=flag_sets)
+
+
+def extrapolation(domain: "Domain | None", config: TwinConfig) -> list[str]:
+    """Why a prediction at `config` is outside the pilot's settings (empty inside them). A twin without a
+    recorded domain (fitted before issue 35) cannot say where it interpolates: that is itself the mark."""
+    if domain is None:
+        return ["the twin records no pilot domain (fitted before its settings were recorded): refit it"]
+    out = []
+    for what, value, (lo, hi) in (("streams", config.concurrency, domain.concurrency),
+                                  ("prompt tokens", config.prompt_tokens, domain.prompt_tokens),
+                                  ("output tokens", config.output_tokens, domain.output_tokens)):
+        if not lo <= value <= hi:
+            out.append(f"{what} {value} outside the pilot's {lo}-{hi}")
+    if config.tp_size not in domain.tp_size:
+        out.append(f"tp size {config.tp_size} not among the pilot's {', '.join(map(str, domain.tp_size))}")
+    if list(config.flags) not in domain.flags:
+        out.append(f"flags {' '.join(config.flags) or '(none)'} not a flag set the pilot ran")
+    return out
+
+
 class TwinFit(_Strict):
     """The fit document (a sim profile too: `backend=sim sim_profile=FILE`)."""
 
@@ -103,6 +148,9 @@ class TwinFit(_Strict):
     configs_fitted: int = Field(0, ge=0)
     fixed: dict[str, Any] = {}  # what the engine's flags fix at every pilot launch (e.g. llama-cpp-python's 1 slot)
     notes: list[str] = []
+    domain: Domain | None = None  # the pilot's settings (None in a twin fitted before issue 35)
+    pilot_host: dict[str, Any] = {}  # the machine the pilot measured on, as `fit` found it (host, cpu, load)
+    busy: list[str] = []  # why the pilot's machine looked busy (empty: it did not), `fit`'s rule
 
     def value(self, name: str) -> float:
         """A parameter's estimate; an unidentified one counts 0 (its effect is unknown; predictions say so)."""

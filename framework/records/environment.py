@@ -126,6 +126,16 @@ def machine(label: str | None = None) -> dict[str, Any]:
             "cpu": ident["cpu"], "gpus": ident["gpus"], "label": ident["label"], "machine_id": ident["id"]}
 
 
+def load() -> dict[str, Any]:
+    """How busy this host is now: the 1-minute load average and the cores that share it (a twin's pilot on a
+    busy machine measures the machine's load, not the deployment; `fit` marks it)."""
+    try:
+        one = os.getloadavg()[0]
+    except OSError:  # not every platform has one
+        return {"load_1m": None, "cores": os.cpu_count()}
+    return {"load_1m": round(one, 2), "cores": os.cpu_count()}
+
+
 def fingerprint() -> dict[str, Any]:
     """Host, platform, Python, package versions, git state and GPU/driver/CUDA (null when absent)."""
     gpu = gpu_info()

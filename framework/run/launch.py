@@ -15,6 +15,7 @@ from framework.execution.backends import server_spec, time_scale_of
 from framework.execution.failures import classify, lost_requests
 from framework.execution.launcher import ENDPOINT_PROBE_S, ServerProcess, free_port, log_tail, unreachable
 from framework.present.progress import RunProgress
+from framework.records import environment
 from framework.run.context import RunContext
 from framework.run.writer import TrialsWriter, now_iso
 
@@ -81,7 +82,7 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
         writer.write(LaunchRow(
             **planned_fields,
             ok=True, startup_s=startup, argv=argv, server_info=info, started=started, finished=now_iso(),
-            client_workers=workers,
+            client_workers=workers, load=environment.load(),
         ).to_json())
 
         def on_row(index: int, warmup: bool, row: dict[str, Any]) -> None:

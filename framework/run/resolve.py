@@ -214,7 +214,7 @@ def _check_confirmation(h: Hypothesis, h_path: Path) -> None:
     """The confirmation must be a valid hypothesis whatever wins: checked with the reference in its place."""
     assert h.search is not None
     ref = h.search.reference_point()
-    validate_model(Hypothesis, confirm_hypothesis(h, [ref] * h.search.confirm.top, "check"), h_path)
+    validate_model(Hypothesis, confirm_hypothesis(h, [ref] * h.search.confirm.top, "check", 0), h_path)
 
 
 def client_workers(cfg: DictConfig) -> int | str:

@@ -442,7 +442,9 @@ def search(setup: SearchSetup, run_dir: Path, cwd: Path, console: Console | None
     if not summary["chosen"]:
         _write_json(run_dir / "search.json", summary)
         raise_no_winner(run_dir, explored)
-    confirm_data = an.confirm_hypothesis(h, [c["point"] for c in summary["chosen"]], search_id)
+    h_sha = sha256_file(setup.hypothesis_path)
+    seed = an.confirm_seed(h_sha, an.search_seed(h), earlier_searches(setup.ledger, h.name, h_sha))
+    confirm_data = an.confirm_hypothesis(h, [c["point"] for c in summary["chosen"]], search_id, seed)
     confirm_path = run_dir / f"{confirm_data['name']}.yaml"
     summary["confirm_hypothesis"] = {"name": confirm_data["name"], "path": confirm_path.name}
     _write_json(run_dir / "search.json", summary)
@@ -486,6 +488,16 @@ def search(setup: SearchSetup, run_dir: Path, cwd: Path, console: Console | None
     _print_confirmation(console, summary, record)
     ctx.redactor.scrub_tree(run_dir)  # the exploration's logs and the search report: no secret stays
     return {**summary, "confirmation": record}
+
+
+def earlier_searches(ledger_path: Path, name: str, sha256: str) -> int:
+    """How many explorations of this hypothesis file the ledger holds: the search-run index its confirmation
+    seed derives from (0 in a fresh directory, so the same command gives the same figures there)."""
+    if not ledger_path.is_file():
+        return 0
+    return sum(1 for rec in ledger.read(ledger_path) if ledger.is_kind(rec, "exploration")
+               and isinstance(rec.get("hypothesis"), dict) and rec["hypothesis"].get("name") == name
+               and rec["hypothesis"].get("sha256") == sha256)
 
 
 def raise_no_winner(run_dir: Path, explored: Explored) -> None:

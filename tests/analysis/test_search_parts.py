@@ -68,7 +68,7 @@ def test_the_ranking_is_by_median_so_one_slow_launch_does_not_decide():
 def test_the_confirmation_is_a_valid_hypothesis_with_the_declared_min_effect_and_a_fresh_seed():
     h = load_hypothesis(SHIPPED)
     chosen = {"steps": "2", "draft_tokens": "4", "fusion": "true"}
-    data = an.confirm_hypothesis(h, [chosen], "abc")
+    data = an.confirm_hypothesis(h, [chosen], "abc", an.confirm_seed("f" * 64, h.design.seed, 0))
     c = Hypothesis.model_validate(data)
     assert c.name == "eagle3_tuning_confirm_abc" and c.metric == "decode_tok_s"
     assert c.factors["config"].levels["chosen"].server_args == [
@@ -77,9 +77,19 @@ def test_the_confirmation_is_a_valid_hypothesis_with_the_declared_min_effect_and
         "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4"]
     (p,) = c.predictions
     assert p.kind == "increase" and p.min_effect == h.search.confirm.min_effect and p.level == "chosen"
-    assert c.design.seed == an.confirm_seed("abc") != h.design.seed and c.design.launches == 4
-    top2 = Hypothesis.model_validate(an.confirm_hypothesis(h, [chosen, chosen], "abc"))
+    assert c.design.seed == an.confirm_seed("f" * 64, h.design.seed, 0) != h.design.seed and c.design.launches == 4
+    top2 = Hypothesis.model_validate(an.confirm_hypothesis(h, [chosen, chosen], "abc", 1))
     assert [p.level for p in top2.predictions] == ["top1", "top2"] and top2.design.alpha == pytest.approx(0.025)
+
+
+def test_the_confirmation_seed_is_a_function_of_the_file_the_declared_seed_and_the_run_index_only():
+    """No clock in it: the same (file, seed, index) gives the same seed, any of them changed gives another, and
+    it is never the exploration's own design seed."""
+    base = an.confirm_seed("a" * 64, 11, 0)
+    assert base == an.confirm_seed("a" * 64, 11, 0)
+    assert len({base, an.confirm_seed("b" * 64, 11, 0), an.confirm_seed("a" * 64, 12, 0),
+                an.confirm_seed("a" * 64, 11, 1)}) == 4
+    assert all(an.confirm_seed("a" * 64, s, 0) != s for s in range(200))
 
 
 def test_an_slo_along_a_load_dimension_gives_the_capacity_ladder_of_the_chosen_configuration():

@@ -95,3 +95,38 @@ def test_implausible_names_each_launch_value_no_deployment_produces() -> None:
     assert twinfit.implausible([ok, huge, wide]) == [
         "b: tpot_s inf and 1 more (0 to 10 s)", "c: tp_size 1e+08 (1 to 1024)", "c: ttft_s 7200 (0 to 3600 s)",
         "c: accept_length 99 (0 to 17)"]
+
+
+def test_a_twin_fitted_at_1_and_4_streams_marks_its_16_stream_prediction_as_an_extrapolation():
+    """The fit records the range of the pilot's settings; inside it a prediction carries no mark, outside it
+    (16 streams, a longer prompt, a flag set the pilot never ran, another TP size) it says why."""
+    fit = twinfit.fit(_launches(VLLM, "vllm", _grid("vllm", [[]])), twin_predict, engine="vllm")
+    assert fit.domain is not None and fit.domain.concurrency == (1, 4) and fit.domain.prompt_tokens == (16, 96)
+    base = _grid("vllm", [[]])[0]
+    inside = twinfit.predict_interval(fit, base.model_copy(update={"concurrency": 2, "prompt_tokens": 64}),
+                                      twin_predict)
+    assert inside["tpot_s"]["extrapolation"] == [] and twinfit.mark(inside["tpot_s"]) == ""
+    at16 = twinfit.predict_interval(fit, base.model_copy(update={"concurrency": 16}), twin_predict)
+    assert at16["tpot_s"]["extrapolation"] == ["streams 16 outside the pilot's 1-4"]
+    assert twinfit.mark(at16["tpot_s"]).startswith("extrapolation: streams 16")
+    other = twinfit.predict_interval(fit, base.model_copy(update={"prompt_tokens": 512, "tp_size": 2,
+                                                                  "flags": ["--enforce-eager"]}), twin_predict)
+    words = " ".join(other["ttft_s"]["extrapolation"])
+    assert "prompt tokens 512" in words and "tp size 2" in words and "--enforce-eager" in words
+    # TP2 needs the all-reduce cost, which a TP1 pilot cannot identify: no bare number, it says so
+    assert other["tpot_s"]["low"] is None and "allreduce_us_per_token" in twinfit.mark(other["tpot_s"])
+
+
+def test_a_pilot_at_one_tp_size_fixes_the_twins_tp_size_and_an_old_twin_without_a_domain_is_marked():
+    configs = [c.model_copy(update={"tp_size": 8}) for c in _grid("vllm", [[]])]
+    fit = twinfit.fit(_launches(VLLM, "vllm", configs), twin_predict, engine="vllm")
+    assert fit.fixed["tp_size"] == 8 and fit.domain.tp_size == [8]
+    # at the pilot's own TP size the fitted costs hold the all-reduce's: an interval, no mark; another size is
+    # marked as outside the pilot's
+    here = twinfit.predict_interval(fit, configs[0], twin_predict)
+    assert here["tpot_s"]["low"] is not None and twinfit.mark(here["tpot_s"]) == ""
+    there = twinfit.predict_interval(fit, configs[0].model_copy(update={"tp_size": 4}), twin_predict)
+    assert "tp size 4 not among the pilot's 8" in twinfit.mark(there["tpot_s"])
+    old = fit.model_copy(update={"domain": None})
+    pred = twinfit.predict_interval(old, configs[0], twin_predict)
+    assert "records no pilot domain" in twinfit.mark(pred["tpot_s"])

@@ -32,6 +32,11 @@ def test_fit_on_the_shipped_llamacpp_pilot(workdir: Path) -> None:
     assert set(fit.covariance) == ident
     assert fit.noise["tpot_s"].launch_log_sd is not None and fit.noise["tpot_s"].request_log_sd is not None
     assert "decode_us_per_token" in p.stdout and "sim_profile=" in p.stdout
+    # the pilot's settings are the twin's domain; its host and CPU are recorded (its load was not, then)
+    assert fit.domain is not None and fit.domain.concurrency[0] >= 1 and len(fit.domain.flags) >= 2
+    assert fit.pilot_host["host"] and fit.pilot_host["launches_with_load"] == 0
+    assert "load average not recorded" in " ".join(p.stdout.split())
+    assert "domain (predictions outside it are marked as extrapolations): streams" in " ".join(p.stdout.split())
 
 
 def test_fit_refuses_bad_input_in_one_line(workdir: Path) -> None:
@@ -116,3 +121,56 @@ def test_fit_names_implausible_pilot_values_and_refuses(workdir: Path, monkeypat
         assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
         assert "implausible measured values, not fitted" in err and says in err, err
     assert not (workdir / "twin.yaml").exists()
+
+
+SIM_PILOT = """\
+name: sim_pilot
+statement: a pilot of the sim's own profile at 1 and 4 streams
+experiment: rtx_pro_6000_tp8
+metric: tpot_s
+factors:
+  streams:
+    reference: c1
+    levels:
+      c1: {workload: {concurrency: 1}}
+      c4: {workload: {concurrency: 4}}
+  prompt:
+    reference: short
+    levels:
+      short: {workload: {prompt_tokens: 64}}
+      long: {workload: {prompt_tokens: 256}}
+predictions:
+  - {id: more_streams_slower, kind: increase, factor: streams, level: c4, where: {prompt: short}}
+design: {launches: 2, requests: 4, warmup: 1, seed: 20261202}
+"""
+
+AT16 = SIM_PILOT.replace("name: sim_pilot", "name: at16").replace("c4: {workload: {concurrency: 4}}",
+                                                                  "c4: {workload: {concurrency: 16}}")
+
+
+@pytest.mark.e2e  # a pilot on the sim, a fit and a plan through the CLI
+def test_a_twin_of_a_tp8_pilot_is_accepted_on_its_experiment_marks_extrapolation_and_plan_finishes(
+        workdir: Path) -> None:
+    """Fitted at 1 and 4 streams on the TP8 profile: the twin records the pilot's domain, TP size and load; plan on
+    the same experiment is not refused ("--tp-size fixed at 1"), prints the twin's 16-stream prediction marked
+    as an extrapolation, says it takes the point predictions as exact, and returns."""
+    (workdir / "hyp").mkdir()
+    (workdir / "hyp" / "sim_pilot.yaml").write_text(SIM_PILOT)
+    (workdir / "hyp" / "at16.yaml").write_text(AT16)
+    hyp = f"paths.hypotheses={workdir / 'hyp'}"
+    p = framework("run", "hypothesis=sim_pilot", hyp, "progress=false", "report=false", cwd=workdir, timeout=600)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    pilot = json.loads((workdir / "verdicts.jsonl").read_text().splitlines()[-1])["run_dir"]
+    out = workdir / "twin.yaml"
+    p = framework("fit", f"pilot={pilot}", f"out={out}", cwd=workdir, timeout=300)
+    assert p.returncode == 0, p.stderr
+    fit = TwinFit.model_validate(yaml.safe_load(out.read_text()))
+    assert fit.fixed["tp_size"] == 8 and fit.domain.concurrency == (1, 4) and fit.domain.tp_size == [8]
+    assert fit.pilot_host["launches_with_load"] == 8 and fit.pilot_host["cores"] >= 1
+    assert isinstance(fit.busy, list) and ("warning: the pilot's machine looked busy" in p.stdout) == bool(fit.busy)
+    p = framework("plan", "hypothesis=at16", hyp, "backend=sim", f"sim_profile={out}", cwd=workdir, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    text = " ".join(p.stdout.split())
+    assert "assumptions from the twin" in text and "fixed at" not in text
+    assert "extrapolation: streams 16 outside the pilot's 1-4" in text and "no interval" not in text
+    assert "take the twin's point predictions as exact" in text

@@ -168,3 +168,32 @@ def test_a_budget_larger_than_the_space_can_use_is_capped_and_says_so(workdir):
     for r in launches:
         per_point[r["condition"]] = per_point.get(r["condition"], 0) + 1
     assert max(per_point.values()) <= 20, per_point
+
+
+@pytest.mark.e2e  # three whole searches, about a minute
+def test_the_same_search_in_a_fresh_directory_gives_the_same_confirmation_seeds_and_figures(tmp_path):
+    """Every seed a search uses derives from the hypothesis file, its declared seed and the search-run index (how
+    many searches of the file the ledger holds), never from the clock; the confirmation's seeds stay fresh."""
+    runs = []
+    for name in ("first", "second"):
+        workdir = tmp_path / name
+        workdir.mkdir()
+        write_search(workdir, "noise_only", NOISE_ONLY)
+        out = framework("search", "hypothesis=noise_only", f"paths.hypotheses={workdir / 'hyp'}", "run_dir=s",
+                        "report=false", cwd=workdir)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        explored = [r["seed"] for r in ledger_records(workdir / "s" / "trials.jsonl") if r["kind"] == "launch"]
+        fresh = [r["seed"] for r in ledger_records(workdir / "s" / "confirm" / "trials.jsonl")
+                 if r["kind"] == "launch"]
+        assert fresh and not set(explored) & set(fresh)
+        verdict = ledger_records(workdir / "verdicts.jsonl")[-1]
+        runs.append((explored, fresh, [(p["id"], p.get("estimate"), p.get("ci")) for p in verdict["predictions"]],
+                     verdict["verdict"]))
+    assert runs[0] == runs[1]
+    # the same search again in the first ledger is search-run 1 of that file: other fresh confirmation seeds
+    workdir = tmp_path / "first"
+    out = framework("search", "hypothesis=noise_only", f"paths.hypotheses={workdir / 'hyp'}", "run_dir=s2",
+                    "report=false", cwd=workdir)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    again = [r["seed"] for r in ledger_records(workdir / "s2" / "confirm" / "trials.jsonl") if r["kind"] == "launch"]
+    assert again and not set(again) & (set(runs[0][1]) | set(runs[0][0]))

@@ -134,7 +134,7 @@ def check(conds: list[Condition]) -> Coverage:
         if num_gpus is not None and a.tp_size != num_gpus:
             cov.refused.append(Finding(
                 "--tp-size", f"fixed at {num_gpus} by sim profile {c.profile}",
-                {c.label: a.tp_size}, f"[{c.label}]: {a.tp_size}"))
+                {c.label: a.tp_size}, f"[{c.label}]: {a.tp_size}", varies=False))
     klass = flags.classes()
     active_when: dict[str, str] = klass.get("active_when", {})
     modelled_values: dict[str, list[Any]] = klass.get("modelled_values", {})

@@ -126,3 +126,22 @@ def test_run_refuses_a_shared_prefix_hypothesis_on_the_sim_in_one_line_before_an
     assert code == 2 and "\n" not in line and "Traceback" not in line, line
     assert "prefix_ttft.yaml" in line and "the simulator cannot answer this: workload.shared_prefix" in line, line
     assert not (workdir / "outputs").exists() and not (workdir / "verdicts.jsonl").exists()
+
+
+def test_a_twin_fixed_at_its_pilots_tp_size_is_accepted_there_and_a_mismatch_is_not_called_a_difference(tmp_path):
+    """A twin fitted from a TP8 pilot serves --tp-size 8 (issue 35: it was refused on the experiment it was fitted
+    from); a twin fixed at 1 is refused at 8 with words that do not claim the levels differ."""
+    import yaml
+
+    from framework.core.twin import blank
+
+    def twin(tp: int) -> str:
+        fit = blank("sglang").with_values({"decode_step_us": 10000.0, "prefill_base_us": 50000.0})
+        path = tmp_path / f"twin_tp{tp}.yaml"
+        path.write_text(yaml.safe_dump(fit.model_copy(update={"fixed": {"tp_size": tp}}).model_dump(mode="json")))
+        return str(path)
+
+    assert not check(conds(("a", []), ("b", []), profile=twin(8))).refused
+    (finding,) = check(conds(("a", []), profile=twin(1))).refused
+    assert finding.flag == "--tp-size" and "fixed at 1" in finding.line()
+    assert "differs between levels" not in finding.line() and "is set in [f=a]" in finding.line()
