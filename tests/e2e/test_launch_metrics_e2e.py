@@ -9,8 +9,9 @@ import pytest
 import yaml
 from cli_helpers import ROOT, framework, ledger_records, no_servers_left
 
+from framework.analysis.ruleset import RULESETS
 from framework.analysis.verdicts import analyze
-from framework.core.metrics import launch_value
+from framework.core.metrics import WINDOW_EDGE_S, launch_value
 from framework.core.spec import load_hypothesis
 from framework.records.trials import read_trials
 
@@ -67,11 +68,12 @@ def test_launch_metric_predictions_run_and_audit_clean(workdir):
         trials = Path(record["trials"]["path"])
         rows = read_trials(trials if trials.is_absolute() else workdir / trials)
         h = load_hypothesis(hyp / f"{name}.yaml")
+        edge = WINDOW_EDGE_S if RULESETS[record["rules_version"]].window_edge else 0.0  # the record's own window
         for cond in record["conditions"]:
             assert cond["metric"]["name"] == metric and len(cond["metric"]["launch_means"]) == 2
             for lid, value in zip(cond["metric"]["launch_ids"], cond["metric"]["launch_means"], strict=True):
                 mine = [r for r in rows if r["kind"] == "request" and r["launch_id"] == lid]
-                assert value == pytest.approx(launch_value(metric, mine, dict(h.slo)))
+                assert value == pytest.approx(launch_value(metric, mine, dict(h.slo), edge_s=edge))
         assert analyze(h, rows).predictions[0].verdict == p["verdict"]
         workloads = record["analysis"]["workloads"]
         assert len(workloads) == 4 and all(w["measured"] == 4 and w["warmup"] == 4 for w in workloads.values())
