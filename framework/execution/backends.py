@@ -155,7 +155,10 @@ BACKENDS: dict[str, Backend] = {
         ),
         version_package="llama_cpp_python", info_paths=("/v1/models",),
         build_info_argv=("{python}", "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"),
-        notes="python -m llama_cpp.server (llama-cpp-python); no /health, ready when GET /v1/models is 200"),
+        # prompt-lookup speculative decoding is a level's flags: --draft_model prompt-lookup-decoding
+        # --draft_model_num_pred_tokens N (docs/backends.md; no drafted/accepted counts are reported)
+        notes="python -m llama_cpp.server (llama-cpp-python); no /health, ready when GET /v1/models is 200; "
+              "prompt lookup: --draft_model prompt-lookup-decoding"),
     "llama_server": Backend(
         name="llama_server", flags="llama_server",
         argv=("{binary}", "--model", "{model}", "--host", "{host}", "--port", "{port}", "--seed", "{seed}"),

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from framework.analysis.planning import anytime_cap, anytime_launch_floor
 from framework.analysis.search import confirm_hypothesis, grid_hypothesis
+from framework.assets.smollm2 import resolve_model_path
 from framework.core import walltime
 from framework.core.spec import (
     TYPICAL_NOT_ANYTIME,
@@ -101,6 +102,8 @@ def load_pair(cfg: DictConfig | dict[str, Any]) -> tuple[Hypothesis, Path, Exper
         raise SpecError(h_path, "experiment",
                         f"no experiment {h.experiment!r} in {exp_dir}/; available: {available(exp_dir)}")
     exp = load_experiment(e_path)
+    # a named asset (`asset:smollm2`) becomes its verified file, before anything starts
+    exp = exp.model_copy(update={"model_path": resolve_model_path(exp.model_path, e_path)})
     check_pair(h, h_path, exp)  # every level's workload, env and python, before anything starts
     return h, h_path, exp
 
