@@ -311,6 +311,13 @@ def _load_avg() -> str:
         return "?"
 
 
+def schedule_server_argv(port: int, args: argparse.Namespace, truth_log: Path) -> list[str]:
+    """The schedule server's command line for the load `args` names (see `schedule_arguments`)."""
+    return [sys.executable, "-m", "framework.servers.schedule", "--port", str(port), "--first-token-ms",
+            str(args.first_token_ms), "--interval-ms", str(args.interval_ms), "--tokens", str(args.tokens),
+            "--truth-log", str(truth_log)]
+
+
 def schedule_arguments(p: argparse.ArgumentParser, *, open_s: float) -> None:
     """The schedule server's load and the cores, and the child client's own arguments, as every benchmark
     of the client against the schedule server takes them (this one and selfcheck_calibration.py)."""
@@ -373,9 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         log = work / "truth.jsonl"
         log.touch()
         port = free_port()
-        sargv = [sys.executable, "-m", "framework.servers.schedule", "--port", str(port), "--first-token-ms",
-                 str(args.first_token_ms), "--interval-ms", str(args.interval_ms), "--tokens", str(args.tokens),
-                 "--truth-log", str(log)]
+        sargv = schedule_server_argv(port, args, log)
         if server_core is not None and shutil.which("taskset"):
             sargv = ["taskset", "-c", str(server_core), *sargv]
         spec = ServerSpec(argv=sargv, host="127.0.0.1", port=port, log_path=work / "server.log",

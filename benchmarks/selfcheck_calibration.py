@@ -39,6 +39,7 @@ from client_capacity import (  # noqa: E402
     _pin,
     compare,
     schedule_arguments,
+    schedule_server_argv,
     truth_figures,
     truth_lines,
 )
@@ -192,9 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         log = work / "truth.jsonl"
         log.touch()
         port = free_port()
-        sargv = [sys.executable, "-m", "framework.servers.schedule", "--port", str(port), "--first-token-ms",
-                 str(args.first_token_ms), "--interval-ms", str(args.interval_ms), "--tokens", str(args.tokens),
-                 "--truth-log", str(log)]
+        sargv = schedule_server_argv(port, args, log)
         spec = ServerSpec(argv=sargv, host="127.0.0.1", port=port, log_path=work / "server.log",
                           env={"PYTHONPATH": str(ROOT)}, ready_timeout_s=30)
         with ServerProcess(spec) as proc:
