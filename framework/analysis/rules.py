@@ -43,6 +43,8 @@ RULES: dict[int, Rules] = {
              "version 2 with the changes CHANGELOG.md lists under rules version 3"),
     4: Rules(4, partial(analyze, ruleset=RULESETS[4]), partial(sequential_look, ruleset=RULESETS[4]),
              "version 3 with the changes CHANGELOG.md lists under rules version 4"),
+    5: Rules(5, partial(analyze, ruleset=RULESETS[5]), partial(sequential_look, ruleset=RULESETS[5]),
+             "version 4 with the changes CHANGELOG.md lists under rules version 5"),
 }
 
 

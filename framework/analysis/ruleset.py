@@ -90,10 +90,15 @@ _V4 = {**_V3,
        "loss_causes": True,
        }
 
+# version 5 (framework 0.3.0): version 4 plus the switches CHANGELOG.md lists under rules version 5
+_V5 = {**_V4,
+       }
+
 RULESETS: dict[int, RuleSet] = {
     1: RuleSet(version=1),
     2: RuleSet(version=2, **_V2),
     3: RuleSet(version=3, **_V3),
     4: RuleSet(version=4, **_V4),
+    5: RuleSet(version=5, **_V5),
 }
 LATEST = max(RULESETS)
