@@ -24,7 +24,16 @@ from typing import Any, Callable, Iterable, Literal
 import numpy as np
 
 from framework.core.design import conditions, matching
-from framework.core.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
+from framework.core.spec import (
+    Decrease,
+    Equivalent,
+    Hypothesis,
+    Increase,
+    Interaction,
+    Launches,
+    Outputs,
+    effective_reference,
+)
 from framework.core.trials import Trials
 from framework.stats.anytime import launches_to_support
 
@@ -174,8 +183,15 @@ class Comparison:
     target: Literal["supported", "refuted"] | None  # None: the assumed effect sits on a threshold
 
 
+OUTPUTS_UNPLANNED = ("an outputs prediction compares generated tokens, not the metric: the planner does not size "
+                     "it (min_agreement 1.0 is refuted by one difference; docs/statistics.md says how many identical "
+                     "requests bound the agreement)")
+
+
 def comparison(h: Hypothesis, p: Any, means: dict[int, float]) -> Comparison | str:
     """The planner's view of a comparison prediction, or why it cannot be planned (a missing metric)."""
+    if isinstance(p, Outputs):
+        return OUTPUTS_UNPLANNED
     if isinstance(p, Interaction):
         ref, by_ref = h.factors[p.factor].reference, effective_reference(h, p)
         cells = [_cell(h, {**p.where, p.factor: f, p.by: b})

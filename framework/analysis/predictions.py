@@ -16,6 +16,7 @@ import zlib
 from typing import Any
 
 from framework.analysis import caveats, drift, machines, marks
+from framework.analysis import outputs as outputs_analysis
 from framework.analysis.launches import loss_text, losses
 from framework.analysis.models import PredictionResult, Verdict
 from framework.analysis.rows import ConditionData, GroupedRows
@@ -24,7 +25,16 @@ from framework.core import evidence
 from framework.core.design import Condition, matching
 from framework.core.machine import UNKNOWN as UNKNOWN_MACHINE
 from framework.core.machine import scope
-from framework.core.spec import Decrease, Equivalent, Hypothesis, Increase, Interaction, Launches, effective_reference
+from framework.core.spec import (
+    Decrease,
+    Equivalent,
+    Hypothesis,
+    Increase,
+    Interaction,
+    Launches,
+    Outputs,
+    effective_reference,
+)
 from framework.core.vocabulary import ANALYSIS_METHODS
 from framework.stats import anytime, anytime_machines, decisions, effects, shape
 
@@ -317,6 +327,9 @@ def decide_predictions(h: Hypothesis, rows: GroupedRows, flagged: dict[int, list
                 r.details["population"] = _launch_population(rows, p)
             if r.p_value is not None:
                 tests.append((p, r.verdict))
+        elif isinstance(p, Outputs):  # generated tokens compared, not the metric (analysis/outputs.py)
+            r = outputs_analysis.result(h, p, rows, a, ruleset)
+            tests.append((p, r.verdict))
         else:
             r = comparison_result(h, p, rows, flagged, a, method, seed, ruleset)
             tests.append((p, r.verdict))

@@ -54,6 +54,7 @@ class ConditionData:
     ratios: dict[str, list[tuple[float, float]]] | None = None  # per launch, (numerator, denominator) per value
     machines: dict[str, str] = field(default_factory=dict)  # launch id -> machine id (framework.core.machine)
     served_requests: dict[str, int] = field(default_factory=dict)  # launch id -> its ok requests (warm-up included)
+    outputs: list[dict[str, Any]] = field(default_factory=list)  # measured request rows that kept what they generated
 
     def means(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
         """Ids and metric values of the ok launches that measured something, apart from `exclude`.
@@ -212,6 +213,8 @@ def collect(h: Hypothesis, distinct: list[dict[str, Any]], rules: RuleSet | None
             if not r.get("ok"):
                 cls = str(r.get("error_class") or "unknown")
                 d.censored_why[cls] = d.censored_why.get(cls, 0) + 1
+        if not r.get("warmup") and r.get("output") is not None:  # an outputs prediction's (analysis.outputs)
+            d.outputs.append(r)
         if r.get("warmup") or not r.get("ok"):
             continue
         why = unmeasured(h.metric, r)

@@ -72,6 +72,10 @@ class RuleSet:
     # connection refused, stream cut, ...), so a dead server reads as gone, not as cutting streams (issue 31).
     # It changes the reason, never the verdict.
     loss_causes: bool = False
+    # The `outputs` prediction kind (analysis/outputs.py; statistics.md, "Outputs: an agreement rate over blocked
+    # requests"): paired requests' generated tokens compared, with Korn-Graubard clustered Clopper-Pearson bounds
+    # on the agreement rate. Before version 5 an outputs prediction is inconclusive (no rule for it).
+    outputs_kind: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
@@ -92,6 +96,7 @@ _V4 = {**_V3,
 
 # version 5 (framework 0.3.0): version 4 plus the switches CHANGELOG.md lists under rules version 5
 _V5 = {**_V4,
+       "outputs_kind": True,
        }
 
 RULESETS: dict[int, RuleSet] = {

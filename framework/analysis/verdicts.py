@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any, Iterable
 
 from framework.analysis import machines, nodata
+from framework.analysis import outputs as outputs_analysis
 from framework.analysis.launches import condition_summary, launch_stats, losses, variance_report
 from framework.analysis.models import Analysis, ConditionSummary, MetricSummary, PredictionResult, Verdict
 from framework.analysis.predictions import (
@@ -36,7 +37,7 @@ from framework.analysis.predictions import (
 )
 from framework.analysis.rows import GroupedRows, TrialsConflict, distinct_rows, group_rows
 from framework.analysis.ruleset import LATEST, RULESETS, RuleSet
-from framework.core.spec import Hypothesis, Launches
+from framework.core.spec import Hypothesis, Launches, Outputs
 from framework.stats import sequential
 
 __all__ = ["BOOTSTRAP_RESAMPLES", "LOSS_LIMIT", "METHODS", "Analysis", "ConditionSummary", "MetricSummary",
@@ -74,6 +75,8 @@ def hypothesis_rule(h: Hypothesis, rows: GroupedRows, results: list[PredictionRe
             continue
         if isinstance(p, Launches):
             again = decide_launches(p, rows.data, rows.conditions, refute_level)
+        elif isinstance(p, Outputs):
+            again = outputs_analysis.decide(h, p, rows, refute_level, ruleset)
         else:
             again, _ = decide(h, p, rows.data, rows.conditions, refute_level, method, seed=seed, ruleset=ruleset)
         if again.verdict == "refuted":

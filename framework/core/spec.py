@@ -214,8 +214,34 @@ class Launches(_Strict):
         return value
 
 
-Prediction = Annotated[Union[Equivalent, Increase, Decrease, Interaction, Launches], Field(discriminator="kind")]
-PREDICTION_KINDS = ("equivalent", "increase", "decrease", "interaction", "launches")
+class Outputs(_Strict):
+    """The level generates what the reference generates for the same prompts (rules version 5).
+
+    Requests are paired by prompt within a block (framework.analysis.outputs); `min_agreement` is the registered
+    bound on the share of paired requests whose generated tokens are identical: 1.0 (the default) claims that
+    every one is. Both conditions must send the same prompts (`workload.prompt_seed`; framework.core.outputs).
+    """
+
+    id: str
+    kind: Literal["outputs"]
+    factor: str
+    level: str
+    where: dict[str, str] = {}
+    min_agreement: float = 1.0
+    note: str = ""
+
+    @field_validator("min_agreement")
+    @classmethod
+    def _share(cls, value: float) -> float:
+        if not 0.0 < value <= 1.0:
+            raise ValueError(f"min_agreement is the share of paired requests whose outputs are identical, in (0, 1] "
+                             f"(1.0: every one); got {value}")
+        return value
+
+
+Prediction = Annotated[Union[Equivalent, Increase, Decrease, Interaction, Launches, Outputs],
+                       Field(discriminator="kind")]
+PREDICTION_KINDS = ("equivalent", "increase", "decrease", "interaction", "launches", "outputs")
 
 
 class Sequential(_Strict):
@@ -351,6 +377,8 @@ def check_hypothesis(h: Hypothesis) -> list[tuple[str, str]]:
             pinned.add(p.by)
         if getattr(p, "estimand", "mean") == "typical" and h.design.analysis == "anytime":
             problems.append((f"{base}.estimand", TYPICAL_NOT_ANYTIME))
+        if isinstance(p, Outputs) and p.min_agreement < 1.0 and h.design.analysis == "anytime":
+            problems.append((f"{base}.min_agreement", OUTPUTS_NOT_ANYTIME))
         free = sorted(set(factors) - pinned)
         if free:
             problems.append((f"{base}.where", f"factor(s) {free} must be pinned to one level with where"))
@@ -359,6 +387,10 @@ def check_hypothesis(h: Hypothesis) -> list[tuple[str, str]]:
 
 TYPICAL_NOT_ANYTIME = ("estimand typical has no anytime-valid test; use design.analysis welch, rank or bootstrap "
                        "(each decides it with the Hodges-Lehmann shift), or estimand mean")
+
+
+OUTPUTS_NOT_ANYTIME = ("an agreement bound below 1.0 has no anytime-valid test; use design.analysis welch, rank or "
+                       "bootstrap, or min_agreement 1.0 (any mismatch refutes it, at any look)")
 
 
 def effective_reference(h: Hypothesis, p: Interaction) -> str:
@@ -424,7 +456,7 @@ def _raise(file: str | Path, field: str, msg: str, value: Any) -> Any:
 def _allowed_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """Walk the model's type annotations along `loc` to list the fields allowed where an unknown one was."""
     kinds = {c.model_fields["kind"].annotation.__args__[0]: c
-             for c in (Equivalent, Increase, Decrease, Interaction, Launches)}
+             for c in (Equivalent, Increase, Decrease, Interaction, Launches, Outputs)}
     current: Any = model
     for part in loc:
         origin = get_origin(current)

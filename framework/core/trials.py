@@ -102,7 +102,8 @@ Number = Union[int, float]  # a figure as measured or as the server sent it: val
 
 # when a request row's optional fields are written (every other field always is)
 _IF_SET = frozenset({"decode_tokens", "decode_s", "decode_unmeasured", "sim_mean_batch", "sim_arrival_model_s",
-                     "planned_prompt_tokens", "planned_output_tokens", "model_start_s", "dataset_row", "retries"})
+                     "planned_prompt_tokens", "planned_output_tokens", "model_start_s", "dataset_row", "retries",
+                     "output"})
 _MODEL_CLOCK = frozenset({"chunk_model_times_s", "chunk_model_tokens", "wall_ttft_s", "wall_tpot_s", "wall_e2e_s",
                           "wall_decode_tok_s", "wall_output_tok_s"})  # only when clock == "sim_model"
 _LAUNCH_STAMP = ("format", "kind", "trial_id", "launch_id", "condition", "levels", "index", "warmup")
@@ -174,6 +175,8 @@ class RequestRow(_Row):
     # --- sent again on a fresh connection after its connection failed before any response byte
     #     (framework.execution.client.connection); written only when it was: rows without it had none
     retries: int | None = None
+    # --- what it generated, for an outputs prediction (framework.execution.client.capture): written only when kept
+    output: dict[str, Any] | None = None
     sim_mean_batch: Number | None = None
     sim_arrival_model_s: Number | None = None
     # --- the plan's side (the load loop)

@@ -95,6 +95,8 @@ class Dataset(_Strict):
     format: Literal["auto", "sharegpt", "jsonl"] = "auto"
     use_output_len: bool = True
     max_output_tokens: int = Field(4096, ge=2, le=1_000_000)
+    # the file's registered sha256 (64 hex digits): a file that differs is refused before anything starts
+    sha256: str | None = Field(None, pattern="^[0-9a-f]{64}$")
 
 
 class SharedPrefix(_Strict):
@@ -121,6 +123,12 @@ class Workload(_Strict):
     temperature: float = Field(0.0, ge=0.0, le=10.0)
     ignore_eos: bool = True
     request_timeout_s: float = Field(600.0, gt=0, le=MAX_TIMEOUT_S)  # finite: a hung stream must end
+    # Prompts, lengths and a dataset's picks drawn from this seed instead of each launch's, so every launch of
+    # every condition sends the same prompts: what an `outputs` prediction pairs on (None: the launch's seed).
+    prompt_seed: int | None = Field(None, ge=0, lt=2**32)
+    # Keep each request's generated tokens (at most its output_tokens; framework.execution.client.capture). The
+    # run turns it on for the conditions an `outputs` prediction compares.
+    keep_outputs: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> "Workload":
@@ -358,10 +366,25 @@ def total_requests(workload: Workload, requests_n: int, warmup: int) -> tuple[in
     return (max(warmup, c) if c > 1 else warmup), max(requests_n, c)
 
 
+_NEW_DEFAULTS = {"prompt_seed": None, "keep_outputs": False}  # left out of the record at their defaults
+
+
+def _dump(workload: Workload) -> dict[str, Any]:
+    """The workload as the record keeps it; fields added in 0.3.0 only when set, so older records read alike."""
+    out = workload.model_dump(mode="json")
+    for key, default in _NEW_DEFAULTS.items():
+        if out.get(key) == default:
+            out.pop(key, None)
+    if out.get("dataset") and out["dataset"].get("sha256") is None:
+        out["dataset"].pop("sha256", None)
+    return out
+
+
 def make_plan(workload: Workload, *, requests_n: int, warmup: int, seed: int,
               dataset: list[DatasetRow] | None = None, dataset_info: dict[str, Any] | None = None) -> Plan:
     """The launch's requests, drawn from `seed` (the launch seed). Pure."""
-    rng = np.random.default_rng([seed, 0x5EED])
+    content = seed if workload.prompt_seed is None else workload.prompt_seed  # what is sent; the schedule: `seed`
+    rng = np.random.default_rng([content, 0x5EED])
     n_warm, n_meas = total_requests(workload, requests_n, warmup)
     times: list[float] | None = None
     if workload.open_loop:
@@ -390,10 +413,10 @@ def make_plan(workload: Workload, *, requests_n: int, warmup: int, seed: int,
     requests: list[PlannedRequest] = []
     resolved: dict[str, Any] = {
         "mode": "open" if workload.open_loop else "closed", "seed": seed, "warmup": n_warm, "measured": n_meas,
-        "cooldown": n_cool, "workload": workload.model_dump(mode="json"),
+        "cooldown": n_cool, "workload": _dump(workload),
     }
     if dataset is not None:
-        picks = [int(i) for i in np.random.default_rng([seed, 0xDA7A]).integers(0, len(dataset), size=total)]
+        picks = [int(i) for i in np.random.default_rng([content, 0xDA7A]).integers(0, len(dataset), size=total)]
         for i, (phase, pick) in enumerate(zip(phases, picks, strict=False)):
             row = dataset[pick]
             out = out_lens[i]
@@ -408,12 +431,12 @@ def make_plan(workload: Workload, *, requests_n: int, warmup: int, seed: int,
         prefixes: list[Any] = []
         if workload.shared_prefix is not None:
             sp = workload.shared_prefix
-            prefix_rng = np.random.default_rng([seed, 0x9F1])
+            prefix_rng = np.random.default_rng([content, 0x9F1])
             prefixes = [text_prompt(prefix_rng, sp.prefix_tokens) if workload.prompt == "text"
                         else token_prompt(prefix_rng, sp.prefix_tokens) for _ in range(sp.groups)]
             resolved["shared_prefix"] = {"groups": sp.groups, "prefix_tokens": sp.prefix_tokens}
         for i, (phase, length) in enumerate(zip(phases, lengths, strict=False)):
-            req_rng = np.random.default_rng([seed, i])
+            req_rng = np.random.default_rng([content, i])
             prompt: list[int] | str
             if workload.prompt == "text":
                 prompt = text_prompt(req_rng, length)

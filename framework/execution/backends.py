@@ -31,7 +31,8 @@ from framework.execution.failures import Patterns
 from framework.execution.launcher import ServerSpec
 
 Protocol = Literal["sglang", "openai"]
-BackendName = Literal["sim", "gpu", "sglang", "endpoint", "vllm", "llamacpp", "llama_server", "command", "schedule"]
+BackendName = Literal["sim", "gpu", "sglang", "endpoint", "vllm", "llamacpp", "llamacpp_spec", "llama_server",
+                      "command", "schedule"]
 PLACEHOLDERS = ("python", "module", "binary", "model", "tp", "host", "port", "seed")
 
 
@@ -159,6 +160,23 @@ BACKENDS: dict[str, Backend] = {
         # --draft_model_num_pred_tokens N (docs/backends.md; no drafted/accepted counts are reported)
         notes="python -m llama_cpp.server (llama-cpp-python); no /health, ready when GET /v1/models is 200; "
               "prompt lookup: --draft_model prompt-lookup-decoding"),
+    "llamacpp_spec": Backend(
+        name="llamacpp_spec", flags="llamacpp",
+        argv=(*_PY_SERVER, "--model", "{model}", "--host", "{host}", "--port", "{port}", "--seed", "{seed}"),
+        module="framework.servers.llamacpp_spec", health_path="/v1/models", protocol="openai",
+        default_args=("--interrupt_requests", "False"),
+        api_key_env="API_KEY", env_unset=LLAMA_CPP_SETTINGS,
+        failure_patterns=(
+            ("model_not_found", r"Model path does not exist"),
+            ("model_corrupt", r"gguf_init_from_\w+: (invalid|failed)|llama_model_load: error|"
+                              r"Failed to load model from file|failed to load model"),
+            ("bad_value", r"validation errors? for Settings"),
+        ),
+        version_package="llama_cpp_python", info_paths=("/v1/models",),
+        build_info_argv=("{python}", "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"),
+        metrics_path="/metrics", metrics_prefix="llamacpp_spec:",
+        notes="llama-cpp-python's server with prompt lookup's drafted and accepted tokens counted on /metrics "
+              "(framework.servers.llamacpp_spec); the llamacpp row's flags"),
     "llama_server": Backend(
         name="llama_server", flags="llama_server",
         argv=("{binary}", "--model", "{model}", "--host", "{host}", "--port", "{port}", "--seed", "{seed}"),

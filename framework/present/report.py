@@ -118,6 +118,9 @@ def criteria(record: dict[str, Any]) -> dict[str, Criterion]:
                 out[p.id] = Criterion(None, 1 - p.min_effect, f"ratio of ratios < {1 - p.min_effect:.2f}")
         elif p.kind == "launches":
             out[p.id] = Criterion(None, None, f"{p.expect}" + (f", matching /{p.match}/" if p.match else ""))
+        elif p.kind == "outputs":
+            out[p.id] = Criterion(None, None, "every paired request identical" if p.min_agreement >= 1 else
+                                  f"agreement >= {p.min_agreement:g} (share of identical paired requests)")
     return out
 
 
@@ -153,7 +156,7 @@ def _png(fig: Any) -> bytes:
 def forest_plot(record: dict[str, Any]) -> bytes | None:
     """Each ratio prediction: estimate and interval on a log axis, against its margin or threshold."""
     preds = [p for p in record.get("predictions") or [] if isinstance(p.get("estimate"), (int, float))
-             and p.get("estimate") and p["estimate"] > 0 and p.get("kind") != "launches"]  # a rate, not a ratio
+             and p.get("estimate") and p["estimate"] > 0 and p.get("kind") not in ("launches", "outputs")]  # a share
     if not preds:
         return None
     crit = criteria(record)

@@ -7,6 +7,7 @@ from typing import Any
 
 from framework.core import design as design_mod
 from framework.core import machine as machine_mod
+from framework.core import outputs as outputs_mod
 from framework.core.trials import FORMAT, LaunchEndRow, LaunchRow, RequestRow, WorkloadRow
 from framework.core.vocabulary import LAUNCH_LOST_REQUEST
 from framework.errors import LaunchError
@@ -28,6 +29,8 @@ def run_launch(ctx: RunContext, planned: design_mod.PlannedLaunch, attempt: int,
     h, d = ctx.hypothesis, ctx.design
     cond = planned.condition
     workload = design_mod.workload_for(h, ctx.experiment, cond)
+    if cond.index in outputs_mod.capture_conditions(h):  # an outputs prediction compares what it generates
+        workload = workload.model_copy(update={"keep_outputs": True})
     workers = client.worker_count(ctx.client_workers, workload)
     launch_id = f"{planned.launch_id}-a{attempt}"
     common = {"format": FORMAT, "launch_id": launch_id, "condition": cond.index, "levels": cond.levels}

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from framework.core import design
+from framework.core import design, outputs
 from framework.core.spec import Design, Experiment, Hypothesis, Workload
 from framework.core.workload import size_problem
 from framework.errors import SpecError
@@ -227,6 +227,9 @@ def check_pair(h: Hypothesis, h_path: str | Path, exp: Experiment) -> None:
     problems = level_problems(h, exp)
     if problems:
         raise SpecError(h_path, *problems[0])
+    pairing = outputs.pairing_problem(h, exp)  # an outputs prediction needs the same prompts in both conditions
+    if pairing is not None:
+        raise SpecError(h_path, *pairing)
     for cond in design.conditions(h):  # a dataset must be readable: the run would fail at its first launch
         w = design.workload_for(h, exp, cond)
         if w.dataset is not None:

@@ -283,13 +283,15 @@ def coverage_or_refuse(h: Hypothesis, h_path: Path, exp: Experiment, row: Backen
         raise SpecError(h_path, "server_args", f"the SGLang command line does not parse: {cov['problems'][0]}")
     if cov.get("profile_problems"):
         raise SpecError(h_path, "sim_profile", cov["profile_problems"][0])
+    if cov.get("unanswerable"):  # no override: the backend has nothing to measure (an outputs prediction on the sim)
+        raise SpecError(h_path, *cov["unanswerable"][0])
     refused = cov["refused"]
     if refused and not allow:
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         raise SpecError(h_path, "factors",
                         f"the simulator cannot answer this: {refused[0]}{more}; run it on backend=sglang, or add "
                         f"{ALLOW_UNMODELLED} to run on the sim anyway with every verdict marked not modelled")
-    record = {k: v for k, v in cov.items() if k not in ("problems", "refused", "profile_problems")}
+    record = {k: v for k, v in cov.items() if k not in ("problems", "refused", "profile_problems", "unanswerable")}
     return {**record, "override": bool(refused)}
 
 

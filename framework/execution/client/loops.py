@@ -33,6 +33,7 @@ from framework.core.workload import (
     endpoint_of,
 )
 from framework.execution.client import connection
+from framework.execution.client.capture import OutputCapture
 from framework.execution.client.plan import resolve_plan
 from framework.execution.client.request import measure_request, request_body
 from framework.execution.client.selfcheck import client_health
@@ -129,7 +130,9 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
         if more:
             hdrs[CLOSED_LOOP_HEADER] = "next"
         measured = await measure_request(session, base_url, encoded.pop(req.index), workload.request_timeout_s,
-                                         time_scale, hdrs, endpoint, t_origin)
+                                         time_scale, hdrs, endpoint, t_origin,
+                                         OutputCapture(req.prompt, req.output_tokens) if workload.keep_outputs
+                                         else None)
         retried[0] += measured.retries or 0
         result = measured.completed(
             prompt_tokens=measured.prompt_tokens or req.prompt_tokens,

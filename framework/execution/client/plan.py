@@ -42,9 +42,13 @@ def read_bounded(p: Path, limit: int = MAX_DATASET_BYTES) -> str:
         raise ValueError(f"cannot read {p}: {exc}") from None
 
 
-def load_dataset(path: str | Path, fmt: str = "auto") -> tuple[list[DatasetRow], dict[str, Any]]:
-    """A dataset file's rows and what the record keeps of it (path, sha256). Raises ValueError."""
+def load_dataset(path: str | Path, fmt: str = "auto", sha256: str | None = None
+                 ) -> tuple[list[DatasetRow], dict[str, Any]]:
+    """A dataset file's rows and what the record keeps of it (path, sha256). Raises ValueError, also when the
+    file's sha256 is not the registered `sha256`."""
     p = Path(path)
+    if sha256 is not None and (found := sha256_file(p)) != sha256:
+        raise ValueError(f"{p} has sha256 {found}, not the registered {sha256}: the prompts changed")
     text = read_bounded(p)
     try:
         rows = parse_dataset(text, fmt, MAX_DATASET_ROWS)
@@ -61,5 +65,5 @@ def resolve_plan(workload: Workload, *, requests_n: int, warmup: int, seed: int,
     path = Path(workload.dataset.path)
     if not path.is_absolute() and base_dir is not None and not path.exists():
         path = base_dir / path
-    rows, info = load_dataset(path, workload.dataset.format)
+    rows, info = load_dataset(path, workload.dataset.format, workload.dataset.sha256)
     return make_plan(workload, requests_n=requests_n, warmup=warmup, seed=seed, dataset=rows, dataset_info=info)

@@ -35,6 +35,7 @@ from framework.core.workload import (
     Workload,
 )
 from framework.execution.client import connection
+from framework.execution.client.capture import OutputCapture
 from framework.execution.client.refusal import refused
 from framework.execution.client.stream import ChunkReader, MalformedEvent, StreamParser, clock_figures
 
@@ -128,15 +129,17 @@ _LOG_ATTR = "_framework_arrivals"
 
 async def measure_request(session: Any, base_url: str, body: dict[str, Any] | bytes, timeout_s: float,
                           time_scale: float = 1.0, headers: dict[str, str] | None = None,
-                          endpoint: Endpoint = "generate", t_origin: float | None = None) -> RequestRow:
+                          endpoint: Endpoint = "generate", t_origin: float | None = None,
+                          capture: OutputCapture | None = None) -> RequestRow:
     """Send one streaming request and time every event; never raises for server-side trouble.
 
     `session` is an aiohttp ClientSession; `body` a JSON body, or its bytes (encoded before the clock
-    started); `t_origin` (perf_counter) dates the send on the launch's clock (`start_s`, model seconds).
+    started); `t_origin` (perf_counter) dates the send on the launch's clock (`start_s`, model seconds);
+    `capture` keeps what it generated (client.capture; an outputs prediction's), in the row's `output`.
     """
     import aiohttp
 
-    parser = StreamParser(endpoint)
+    parser = StreamParser(endpoint, capture)
     reader = ChunkReader(parser)
     times, tokens = reader.times, reader.tokens
     payload = json.dumps(body, separators=(",", ":")).encode() if isinstance(body, dict) else body
@@ -251,5 +254,6 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
         sim_last_lag_s=meta.get("sim_last_lag_s"),
         read_events=reader.events,
         retries=retries or None,
+        output=capture.record() if capture is not None else None,
         **figures,
     )

@@ -59,8 +59,9 @@ class StreamParser:
     anything else (the first events, the last, errors, usage-only chunks) is decoded whole.
     """
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, capture: Any = None) -> None:
         self.endpoint = endpoint
+        self.capture = capture  # an OutputCapture (client.capture): every event is then decoded, and kept there
         self.meta: dict[str, Any] = {}
         self.seen = 0
         self.cumulative = False  # the stream's events carry a cumulative token count (fast_event may count them)
@@ -86,6 +87,8 @@ class StreamParser:
             err = payload["error"]
             self.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
             return 0
+        if self.capture is not None:
+            self.capture.take(self.endpoint, payload)
         if self.endpoint == "generate":
             meta = payload.get("meta_info") or {}
             self.meta = meta
@@ -129,8 +132,8 @@ class StreamParser:
         has none) and no error. The count is the last ``"completion_tokens":`` key (in the JSON text it
         cannot occur unescaped); anything else is decoded whole.
         """
-        if (self.cumulative and self.model_events is None and (_FINISH_NULL[0] in data or _FINISH_NULL[1] in data)
-                and b'"error"' not in data):
+        plain = self.cumulative and self.model_events is None and self.capture is None  # a capture decodes all
+        if plain and (_FINISH_NULL[0] in data or _FINISH_NULL[1] in data) and b'"error"' not in data:
             at = data.rfind(b'"completion_tokens":')
             m = _COUNT.match(data, at) if at >= 0 else None
             if m is not None:

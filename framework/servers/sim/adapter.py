@@ -30,7 +30,7 @@ def coverage(h: Hypothesis, exp: Experiment) -> dict[str, Any]:
     conds = coverage_mod.conditions(h, exp)
     cov = coverage_mod.check(conds)
     return {**cov.as_dict(), "problems": list(cov.problems), "refused": [f.line() for f in cov.refused],
-            "profile_problems": profile_problems(conds)}
+            "profile_problems": profile_problems(conds), "unanswerable": coverage_mod.unanswerable(h)}
 
 
 def profile_problems(conds: list[coverage_mod.Condition]) -> list[str]:

@@ -84,6 +84,16 @@ NO_PREFIX_CACHE = ("not modelled: the sim has no prefix (radix) cache, every req
                    "prompt and report cached_tokens 0")
 
 
+NO_TEXT = ("the simulator generates no text (its tokens are counts on a model clock), so it cannot answer an outputs "
+           "prediction; run it on a backend that generates (llamacpp, vllm, gpu, sglang)")
+
+
+def unanswerable(h: Hypothesis) -> list[tuple[str, str]]:
+    """(field, why) for each prediction the sim cannot answer whatever the override: an outputs prediction."""
+    return [(f"predictions[{i}].kind", f"{p.id}: {NO_TEXT}") for i, p in enumerate(h.predictions)
+            if p.kind == "outputs"]
+
+
 def _check_workloads(cov: Coverage, conds: list[Condition]) -> None:
     """Refuse a shared-prefix workload in any condition: the answer would be SGLang's without RadixAttention."""
     values = {c.label: c.shared_prefix for c in conds if c.shared_prefix is not None}
