@@ -109,6 +109,7 @@ def build_record(ctx: RunContext, writer: TrialsWriter, measured: Measured, sett
             "release": release_summary(writer.rows),
             "amended": amended,
             "workloads": workload_records(writer.rows),
+            **server_counters(writer.rows),
             **lag,
             "sim_coverage": ctx.sim_coverage,
             **_twin_predictions(ctx, adapter),
@@ -168,6 +169,8 @@ def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str,
     clock's measured bias is large enough to move the decision, open-loop arrivals reached it late, or
     the client fell behind by enough to move it (`client`: analysis.bias.client_bias of the run's rows)."""
     marks: list[str] = []
+    if prediction.get("kind") == "outputs":  # generated tokens compared: no timing figure can move it
+        return marks
     cov = ctx.sim_coverage or {}
     if cov.get("unmodelled_varied_flags"):
         marks.append("NOT MODELLED by the sim: " + ", ".join(cov["unmodelled_varied_flags"]) + " varies")
@@ -179,6 +182,33 @@ def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str,
         marks.append("EFFECT CHANGED DURING THE RUN")
     marks += [c["mark"] for c in details.get("caveats") or []]  # why a decided verdict may be wrong (rules v2)
     return marks
+
+
+def server_counters(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The servers' own counters summed per condition over its launches (each launch_end row's `server_metrics`),
+    with each per request the server counted (`requests_total`): the mechanism beside a verdict, such as
+    prompt lookup's drafted and accepted tokens (framework.servers.llamacpp_spec). Empty when no server sent any."""
+    by: dict[str, dict[str, Any]] = {}
+    for end in Trials(rows).of_kind("launch_end"):
+        counters = end.get("server_metrics") or {}
+        numeric = {k: float(v) for k, v in counters.items() if isinstance(v, (int, float))}
+        if not numeric:
+            continue
+        label = ", ".join(f"{k}={v}" for k, v in (end.get("levels") or {}).items())
+        entry = by.setdefault(label, {"launches": 0, "totals": {}})
+        entry["launches"] += 1
+        for k, v in numeric.items():
+            entry["totals"][k] = entry["totals"].get(k, 0.0) + v
+    for entry in by.values():
+        t = entry["totals"]
+        requests = next((v for k, v in t.items() if k.endswith("requests_total")), None)
+        if requests:
+            entry["per_request"] = {k: v / requests for k, v in t.items() if not k.endswith("requests_total")}
+        drafted = next((v for k, v in t.items() if k.endswith("drafted_tokens_total")), None)
+        accepted = next((v for k, v in t.items() if k.endswith("accepted_tokens_total")), None)
+        if drafted and accepted is not None:
+            entry["accept_rate"] = accepted / drafted
+    return {"server_counters": by} if by else {}
 
 
 def _launches_per_condition(rows: list[dict[str, Any]]) -> dict[str, int]:
