@@ -1,0 +1,65 @@
+"""Why prompt lookup changes SmolLM2's greedy output on llama.cpp's CPU backend: a batch's logits are not a step's.
+
+`Llama.generate` (llama-cpp-python 0.3.36) accepts a proposed token when the target's own greedy choice at that
+position agrees, so speculation is lossless only if the logits a verify batch computes for a position equal the
+ones a one-token decode step computes there. This script measures that on the copy prompt of
+tests/e2e/test_llamacpp_smollm2.py: it decodes greedily one token per evaluation (as without speculation), then
+evaluates the same output tokens in one batch after the prompt (as a verify step does) and prints, per position,
+the largest logit difference over the vocabulary and both argmaxes. Needs llama-cpp-python and the model
+(`.ci/llamacpp.sh`). Prints JSON.
+
+    python benchmarks/llamacpp_batch_logits.py [--repeat-penalty 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from framework.assets import smollm2
+
+PROMPT = ("Copy the following sentence exactly: The committee met on Tuesday to review the budget, and it "
+          "approved the new library and the bridge repairs.\nCopy:")
+
+
+def main() -> None:
+    from llama_cpp import Llama
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat-penalty", type=float, default=1.0)
+    ap.add_argument("--max-tokens", type=int, default=24)
+    args = ap.parse_args()
+    llm = Llama(str(smollm2.locate().path), n_ctx=512, n_threads=1, n_threads_batch=1, verbose=False, seed=1,
+                logits_all=True)
+    prompt = llm.tokenize(PROMPT.encode())
+    eos = llm.token_eos()
+    gen: list[int] = []
+    for t in llm.generate(prompt, temp=0.0, repeat_penalty=args.repeat_penalty):
+        gen.append(t)
+        if len(gen) >= args.max_tokens or t == eos:
+            break
+    llm.reset()
+    llm.eval(prompt)
+    step = [np.array(llm.scores[len(prompt) - 1])]
+    for t in gen[:-1]:  # one token per evaluation: a plain decode step
+        llm.eval([t])
+        step.append(np.array(llm.scores[llm.n_tokens - 1]))
+    llm.reset()
+    llm.eval(prompt)
+    llm.eval(gen[:-1])  # the same tokens in one evaluation: a verify batch
+    batch = [np.array(llm.scores[len(prompt) - 1 + i]) for i in range(len(gen))]
+    rows = []
+    for i, (s, b) in enumerate(zip(step, batch, strict=True)):
+        rows.append({"position": i, "token": gen[i],
+                     "argmax_step": int(np.argmax(s)), "argmax_batch": int(np.argmax(b)),
+                     "max_abs_logit_difference": round(float(np.max(np.abs(s - b))), 4),
+                     "eos_logit_minus_best_other_step": round(float(s[eos] - np.max(np.delete(s, eos))), 4),
+                     "eos_logit_minus_best_other_batch": round(float(b[eos] - np.max(np.delete(b, eos))), 4)})
+    print(json.dumps({"model_sha256": smollm2.SHA256, "eos": eos, "generated": gen,
+                      "text": llm.detokenize(gen).decode(errors="replace"), "positions": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
