@@ -35,6 +35,7 @@ from framework.core.spec import (
     effective_reference,
 )
 from framework.core.trials import Trials
+from framework.stats.agreement import agreement
 from framework.stats.anytime import launches_to_support
 
 MAX_LAUNCHES = 1000
@@ -225,6 +226,26 @@ def _launches_row(p: Launches, n_conditions: int, per_round: float) -> PlanRow:
                    "more launches only reveal flakiness")
 
 
+def outputs_row(p: Outputs, requests: int, alpha: float, n_conditions: int, per_round: float) -> PlanRow:
+    """An outputs prediction's row: the launches per condition at which every pair identical would support it.
+
+    Assumes what it claims (every paired request identical). For min_agreement 1.0 that is one launch (one
+    difference refutes it at any n); below 1.0 the smallest number of blocks of `requests` identical pairs
+    whose Korn-Graubard lower bound reaches the bound (framework.stats.agreement)."""
+    if p.min_agreement >= 1.0:
+        return PlanRow(p.id, p.kind, None, "supported", 1, n_conditions, per_round, None,
+                       "every paired request identical supports it and one difference refutes it, at any number of "
+                       "launches; n identical independent requests bound the agreement at >= alpha^(1/n)")
+    for m in range(2, MAX_LAUNCHES + 1):
+        if agreement([requests] * m, [requests] * m, alpha).lower >= p.min_agreement:
+            return PlanRow(p.id, p.kind, None, "supported", m, m * n_conditions, m * per_round, None,
+                           f"if every paired request is identical, {m} blocks of {requests} bound the agreement "
+                           f"above {p.min_agreement:g} (Korn-Graubard lower bound)")
+    return PlanRow(p.id, p.kind, None, None, None, None, None, None,
+                   f"{requests} requests per launch cannot bound the agreement above {p.min_agreement:g} within "
+                   f"{MAX_LAUNCHES} launches per condition")
+
+
 def plan(h: Hypothesis, *, means: dict[int, float], sd_launch_log: float | dict[int, float],
          sd_request_log: float | dict[int, float], requests: int | None = None, warmup: int | None = None,
          launch_cost_s: float | dict[int, float] = 0.0, request_cost_s: float | dict[int, float] = 0.0,
@@ -251,6 +272,9 @@ def plan(h: Hypothesis, *, means: dict[int, float], sd_launch_log: float | dict[
     for p in h.predictions:
         if isinstance(p, Launches):
             rows.append(_launches_row(p, len(conds), per_round))
+            continue
+        if isinstance(p, Outputs):
+            rows.append(outputs_row(p, requests, alpha, len(conds), per_round))
             continue
         comp = comparison(h, p, means)
         if isinstance(comp, str):
@@ -498,6 +522,9 @@ def plan_anytime(h: Hypothesis, *, means: dict[int, float], sd_launch_log: float
         if isinstance(p, Launches):
             launch_rules[p.id] = launch_decided_at(h, p, alpha)
             continue
+        if isinstance(p, Outputs):  # not a metric: decided by its pairs, not by the simulated effects
+            notes[p.id] = outputs_row(p, requests, alpha, len(conds), per_round)
+            continue
         comp = comparison(h, p, means)
         if isinstance(comp, str):
             notes[p.id] = PlanRow(p.id, p.kind, None, None, None, None, None, None, comp)
@@ -506,7 +533,7 @@ def plan_anytime(h: Hypothesis, *, means: dict[int, float], sd_launch_log: float
             if comp.target is None:
                 notes[p.id] = PlanRow(p.id, p.kind, math.exp(comp.effect_log), None, None, None, None, None,
                                       ON_THRESHOLD)
-    missing = [r.prediction for r in notes.values() if r.kind != "launches" and r.note != ON_THRESHOLD]
+    missing = [r.prediction for r in notes.values() if r.kind not in ("launches", "outputs") and r.note != ON_THRESHOLD]
     m = len(h.predictions)  # the analysis's m under anytime: launch outcomes are tests too (section 8)
     curve = None
     if comps or launch_rules:

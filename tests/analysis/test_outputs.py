@@ -142,3 +142,18 @@ def test_an_outputs_prediction_is_one_of_the_m_tests_of_the_refutation_rule():
                                      ("abc", "abd", 2), ("", "x", 0)])
 def test_first_difference(a, b, at):
     assert outputs.first_difference(a, b) == at
+
+
+def test_plan_sizes_an_outputs_prediction_by_its_pairs_and_keeps_the_hypothesis_plannable():
+    from framework.analysis import planning
+    from framework.stats.agreement import agreement
+
+    extra = [{"id": "up", "kind": "increase", "factor": "spec", "level": "on", "min_effect": 0.1}]
+    rows_ = planning.plan(hypothesis(extra=extra), means={0: 100.0, 1: 130.0}, sd_launch_log=0.05,
+                          sd_request_log=0.05)
+    same = next(r for r in rows_ if r.prediction == "same")
+    assert same.launches_per_condition == 1 and planning.launches_for_hypothesis(rows_) is not None
+    loose = planning.plan(hypothesis(0.9), means={0: 1.0, 1: 1.0}, sd_launch_log=0.05, sd_request_log=0.05,
+                          requests=10)[0]
+    m = loose.launches_per_condition
+    assert agreement([10] * m, [10] * m, 0.05).lower >= 0.9 > agreement([10] * (m - 1), [10] * (m - 1), 0.05).lower
