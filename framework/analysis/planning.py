@@ -184,9 +184,8 @@ class Comparison:
     target: Literal["supported", "refuted"] | None  # None: the assumed effect sits on a threshold
 
 
-OUTPUTS_UNPLANNED = ("an outputs prediction compares generated tokens, not the metric: the planner does not size "
-                     "it (min_agreement 1.0 is refuted by one difference; docs/statistics.md says how many identical "
-                     "requests bound the agreement)")
+OUTPUTS_UNPLANNED = ("an outputs prediction compares generated tokens, not the metric: it has no effect to plan "
+                     "machines or a metric for (plan sizes it by its pairs: outputs_row)")
 
 
 def comparison(h: Hypothesis, p: Any, means: dict[int, float]) -> Comparison | str:
