@@ -9,6 +9,11 @@ the largest logit difference over the vocabulary and both argmaxes. Needs llama-
 (`.ci/llamacpp.sh`). Prints JSON.
 
     python benchmarks/llamacpp_batch_logits.py [--repeat-penalty 1.0]
+    python benchmarks/llamacpp_batch_logits.py --eval-cost   # what a verify batch costs against a decode step
+
+`--eval-cost` prints the median time of one evaluation of 1 and of 11 tokens after the prompt (one thread,
+without and with `logits_all`, which the server forces on with prompt lookup): on one CPU thread a verify
+batch is not free, so accepted tokens per evaluation must beat the batch's cost for prompt lookup to pay.
 """
 
 from __future__ import annotations
@@ -24,13 +29,40 @@ PROMPT = ("Copy the following sentence exactly: The committee met on Tuesday to 
           "approved the new library and the bridge repairs.\nCopy:")
 
 
+def eval_cost(repeats: int = 15) -> dict[str, float]:
+    """Median milliseconds of one evaluation of 1 and of 11 tokens after the prompt, without and with logits_all."""
+    import time
+
+    from llama_cpp import Llama
+
+    out: dict[str, float] = {}
+    for logits_all in (False, True):
+        llm = Llama(str(smollm2.locate().path), n_ctx=512, n_threads=1, n_threads_batch=1, verbose=False, seed=1,
+                    logits_all=logits_all)
+        prompt = llm.tokenize(PROMPT.encode())
+        for k in (1, 11):
+            times = []
+            for _ in range(repeats):
+                llm.reset()
+                llm.eval(prompt)
+                t0 = time.perf_counter()
+                llm.eval(prompt[:k])
+                times.append(time.perf_counter() - t0)
+            out[f"logits_all={logits_all}, tokens={k}"] = round(1000 * sorted(times)[len(times) // 2], 2)
+    return out
+
+
 def main() -> None:
     from llama_cpp import Llama
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat-penalty", type=float, default=1.0)
     ap.add_argument("--max-tokens", type=int, default=24)
+    ap.add_argument("--eval-cost", action="store_true")
     args = ap.parse_args()
+    if args.eval_cost:
+        print(json.dumps({"model_sha256": smollm2.SHA256, "median_eval_ms": eval_cost()}, indent=1))
+        return
     llm = Llama(str(smollm2.locate().path), n_ctx=512, n_threads=1, n_threads_batch=1, verbose=False, seed=1,
                 logits_all=True)
     prompt = llm.tokenize(PROMPT.encode())
