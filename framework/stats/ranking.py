@@ -124,7 +124,7 @@ def kn_select(values: Mapping[str, Sequence[float]], alpha: float, delta: float,
                            "within delta of each other with the stated probability; the best mean is selected",
                            [], m)
         out = [i for i in survivors if any(
-            m[i] < m[l] - max(0.0, delta / (2 * r) * (h2 * s2[(i, l)] / delta ** 2 - r)) for l in survivors if l != i)]
+            m[i] < m[j] - max(0.0, delta / (2 * r) * (h2 * s2[(i, j)] / delta ** 2 - r)) for j in survivors if j != i)]
         for i in out:
             eliminated[i] = r
         survivors = [n for n in survivors if n not in out]

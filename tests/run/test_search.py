@@ -58,6 +58,13 @@ BAD = [
                         "draft_tokens: {flag: --mem-fraction-static, values: ['0.8', '0.9']}")
      .replace("{draft_tokens: 4}", "{draft_tokens: '0.8'}"),
      "factors", "the simulator cannot answer this"),
+    ("racing beside a selection", NOISE_ONLY.replace("refine: 0}", "refine: 2}") + "  select: {delta: 0.01}\n",
+     "search", "leave refine unset"),
+    ("a selection's first stage above its cap",
+     NOISE_ONLY.replace("refine: 0}", "}") + "  select: {delta: 0.01, first_stage: 6, max_launches: 4}\n",
+     "search.select", "first_stage (6) is above max_launches (4)"),
+    ("a selection without delta", NOISE_ONLY.replace("refine: 0}", "}") + "  select: {finalists: 2}\n",
+     "search.select.delta", "Field required"),
 ]
 
 
