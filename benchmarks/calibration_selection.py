@@ -4,8 +4,10 @@ Two spaces on the sim, with their true values from the sim's own model (`expecte
 grid point of the hypothesis: flags, workload and profile as the run path resolves them):
 
 - `eagle3_tuning` (40 points, 10 distinct configurations; best steps 2 + fusion, the next 1.3% lower);
-- `search_slo_concurrency` (30 points; output throughput under `ttft_s <= 0.3`, which excludes the
-  unconstrained best at 16 streams).
+- `search_slo_concurrency` (benchmarks/spaces/; 30 points; output throughput under `ttft_s <= 0.3`, which in the
+  model excludes the unconstrained best at 16 streams and 8 streams' 0.24 s keeps. The served sim measured a
+  lower TTFT at 16 streams than `expected_metrics` says, 0.16 s at 2 requests a launch, so this space's constraint
+  is in the model's terms: it is not shipped as a hypothesis).
 
 Launch values are drawn in-process from the sim's noise model (no server processes): a launch's offset and slow
 flag from `model.draw_launch` (the sim's own function), times the mean of `requests` per-request log-normal
@@ -75,7 +77,9 @@ class Space:
     """A hypothesis's grid with the sim's true value of every metric at every point, and its launch-noise draws."""
 
     def __init__(self, name: str) -> None:
-        self.h: Hypothesis = load_hypothesis(ROOT / "hypotheses" / f"{name}.yaml")
+        shipped = ROOT / "hypotheses" / f"{name}.yaml"
+        self.h: Hypothesis = load_hypothesis(shipped if shipped.is_file() else ROOT / "benchmarks" / "spaces" /
+                                             f"{name}.yaml")
         self.s = self.h.search
         assert self.s is not None and self.s.select is not None
         exp = load_experiment(ROOT / "experiments" / f"{self.h.experiment}.yaml")
