@@ -209,7 +209,7 @@ class Exploration:
         planned = design_mod.PlannedLaunch(cond, replicate, out.launches,
                                            design_mod.launch_seed(self.seed, cond.index, replicate))
         self._pending = (point, phase, trial, planned)
-        return [Step(planned, out.launches, s.budget.launches)]
+        return [Step(planned, out.launches, s.budget.launches + s.select_launches())]
 
     def observe(self, step: Step, launched: Launched, trials: Trials) -> None:
         """Tell Optuna what the launch measured (or how it failed), and update the candidates."""
@@ -253,7 +253,8 @@ class Exploration:
                           constraints=consts)
             best = an.ranked(out.candidates, s)
             lead = f"; leader {an.describe(best[0].point)}: {sig(best[0].mean(s.goal.metric))}" if best else ""
-            self.progress.note(f"search: launch {out.launches}/{s.budget.launches} ({phase}) {an.describe(point)}: "
+            most = s.budget.launches + s.select_launches()
+            self.progress.note(f"search: launch {out.launches}/{most} ({phase}) {an.describe(point)}: "
                                f"{s.goal.metric} {sig(values[0])} (candidate {sig(cand.mean(s.goal.metric))} over "
                                f"{cand.launches} launches){lead}")
         out.trials.append(record)
@@ -492,12 +493,14 @@ def search(setup: SearchSetup, run_dir: Path, cwd: Path, console: Console | None
                       style="bold red", highlight=False)
     console.print(escape(f"search {search_id}: {h.name} on backend {setup.backend.name}: {s.grid_size()} points "
                          f"(a grid at {s.launches_per_candidate} launches each: {s.grid_launches()} launches); "
-                         f"budget {s.budget.launches} launches"), highlight=False)
+                         f"budget {s.budget.launches} launches"
+                         + (f" and at most {s.select_launches()} fresh ones for the selection" if s.select else "")),
+                  highlight=False)
     if setup.resolved.budget_declared is not None:
         console.print(escape(f"note: budget.launches {setup.resolved.budget_declared} is more than this space can "
                              f"use ({s.grid_size()} points x {max(MAX_LAUNCHES_PER_POINT, s.launches_per_candidate)} "
                              f"launches at most each): capped at {s.budget.launches}"), highlight=False)
-    progress = RunProgress(console, f"search {h.name}", total_launches=s.budget.launches,
+    progress = RunProgress(console, f"search {h.name}", total_launches=s.budget.launches + s.select_launches(),
                            requests_per_launch=h.design.requests + h.design.warmup,
                            enabled=bool(setup.cfg.get("progress", True)) and console.is_terminal)
     session = Session(ctx)
