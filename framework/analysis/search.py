@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from framework.analysis.rows import group_rows
+from framework.analysis.ruleset import RuleSet
 from framework.core.search import Dimension, SearchBlock
 from framework.core.spec import Factor, Hypothesis
 
@@ -88,13 +89,14 @@ class Candidate:
         return out
 
 
-def candidates(h: Hypothesis, rows: list[dict[str, Any]]) -> dict[int, Candidate]:
-    """Every candidate that was launched, by grid index, from the search's trials rows."""
+def candidates(h: Hypothesis, rows: list[dict[str, Any]], ruleset: RuleSet | None = None) -> dict[int, Candidate]:
+    """Every candidate that was launched, by grid index, from the search's trials rows (under `ruleset`, the latest
+    unless given: what a launch's value is depends on it, e.g. ratio_rates and field_decode)."""
     s = _block(h)
     grid = grid_hypothesis(h)
     out: dict[int, Candidate] = {}
     for metric in metrics_of(s):
-        grouped = group_rows(grid.model_copy(update={"metric": metric}), rows)
+        grouped = group_rows(grid.model_copy(update={"metric": metric}), rows, ruleset)
         for index, d in grouped.data.items():
             if not d.launch_rows:
                 continue
@@ -113,10 +115,12 @@ def candidates(h: Hypothesis, rows: list[dict[str, Any]]) -> dict[int, Candidate
     return out
 
 
-def launch_value(h: Hypothesis, rows: list[dict[str, Any]], launch_id: str, metric: str) -> float | None:
-    """One launch's value of `metric` (None when it failed or measured nothing): what Optuna is told."""
+def launch_value(h: Hypothesis, rows: list[dict[str, Any]], launch_id: str, metric: str,
+                 ruleset: RuleSet | None = None) -> float | None:
+    """One launch's value of `metric` (None when it failed or measured nothing): what Optuna is told, under the
+    same `ruleset` as `candidates` so that Optuna and the ranking see one value per launch."""
     grid = grid_hypothesis(h).model_copy(update={"metric": metric})
-    for d in group_rows(grid, rows).data.values():
+    for d in group_rows(grid, rows, ruleset).data.values():
         ids, means = d.means()
         if launch_id in ids:
             return float(means[ids.index(launch_id)])
@@ -173,6 +177,8 @@ def next_in_race(cands: dict[int, Candidate], s: SearchBlock) -> Candidate | Non
         return sign * (top - (log_median(c, metric) or 0.0))
 
     contenders = [c for c in order if behind(c) <= RACE_Z * sd * math.sqrt(1 / lead.launches + 1 / c.launches)]
+    if len(contenders) < 2:  # the leader alone: nothing left to race (more launches of it would separate nothing)
+        return None
     return min(contenders, key=lambda c: (c.launches, behind(c), c.index))
 
 

@@ -44,5 +44,7 @@ def main(args: list[str]) -> int:
     except NoWinner as exc:
         print(f"error: no data: {exc}", file=sys.stderr)
         return EXIT_NO_DATA
+    if result.get("confirmation") is None:  # the search chose its own reference: nothing to confirm (it says so)
+        return EXIT_OK
     no_data = ((result["confirmation"].get("analysis") or {}).get("details") or {}).get("no_data")
     return EXIT_NO_DATA if no_data else EXIT_OK

@@ -219,6 +219,28 @@ class Confirm(_Strict):
     sequential: bool | None = None
 
 
+class Select(_Strict):
+    """The search's final stage, declared before it starts: ranking and selection (Kim & Nelson's KN,
+    framework.stats.ranking) among the exploration's best `finalists` on fresh launches, so that the chosen one
+    is the best, or within `delta` of it, with probability at least 1 - alpha whenever the best leads the other
+    finalists by `delta` (docs/statistics.md, "Selection with a guarantee")."""
+
+    delta: float = Field(gt=0, lt=1)  # the indifference zone, relative: 0.01 is 1% of the goal's metric
+    finalists: int = Field(2, ge=2, le=10)
+    first_stage: int = Field(5, ge=2, le=100)  # KN's n0: fresh launches of every finalist before any elimination
+    max_launches: int = Field(MAX_LAUNCHES_PER_POINT, ge=2, le=1000)  # fresh launches of one finalist at most
+    alpha: float | None = Field(None, gt=0, lt=0.5)  # 1 - PCS; unset: the hypothesis's design.alpha
+
+    @model_validator(mode="after")
+    def _stage_fits(self) -> "Select":
+        if self.first_stage > self.max_launches:
+            raise ValueError(f"first_stage ({self.first_stage}) is above max_launches ({self.max_launches})")
+        return self
+
+    def log_delta(self) -> float:
+        return math.log1p(self.delta)
+
+
 class SearchBlock(_Strict):
     """The search a hypothesis file declares (docs: README, "Search")."""
 
@@ -228,6 +250,7 @@ class SearchBlock(_Strict):
     budget: Budget
     launches_per_candidate: int = Field(2, ge=2, le=100)  # the unit: Optuna sees every launch, so the noise
     confirm: Confirm
+    select: Select | None = None  # the final stage with a guarantee; unset: the exploration's best is chosen
     sampler: Literal["tpe", "random"] = "tpe"
     startup_trials: int | None = Field(None, ge=1)
     seed: int | None = Field(None, ge=0, lt=2**32)
@@ -254,10 +277,22 @@ class SearchBlock(_Strict):
             allowed = [_text(v) for v in self.space[name].all_values()]
             if _text(value) not in allowed:
                 raise ValueError(f"reference.{name}: {value!r} is not one of its values {allowed}")
+        if self.select is not None and self.budget.refine:
+            raise ValueError("budget.refine: a search with select: races its finalists on fresh launches (KN); "
+                             "leave refine unset or 0")
         for i, c in enumerate(self.goal.parsed_constraints()):
             if c.metric == self.goal.metric:
                 raise ValueError(f"goal.constraints[{i}]: constrains the goal's own metric {c.metric}")
         return self
+
+    def explore_launches(self) -> int:
+        """Launches the exploration may spend: all of the budget with `select` (its fresh launches come on top,
+        at most `finalists x max_launches`), else the budget less the racing's `refine`."""
+        return self.budget.launches if self.select is not None else self.budget.launches - self.budget.refine_launches()
+
+    def select_launches(self) -> int:
+        """The most fresh launches the final selection may spend (0 without `select`)."""
+        return 0 if self.select is None else self.select.finalists * self.select.max_launches
 
     def grid_size(self) -> int:
         return math.prod(len(d.all_values()) for d in self.space.values())

@@ -11,7 +11,10 @@ Order of work:
    sees every launch's value (the launch-level noise), `launches_per_candidate`
    of them per candidate; a launch that fails is told as a failed trial with its failure class, and
    configurations that crashed (or carry a value that crashed every configuration with it) are not launched
-   again; the last `budget.refine` launches race the contenders the leader has not beaten beyond the noise;
+   again; the last `budget.refine` launches race the contenders the leader has not beaten beyond the noise,
+   or, with `select:`, the best `select.finalists` go to fresh launches under Kim & Nelson's fully sequential
+   selection (framework.stats.ranking), which chooses the best or one within `select.delta` of it with
+   probability at least 1 - alpha whenever the best leads by delta;
 3. write search.json (front, chosen, launches spent, what the grid would have cost, the naive and the
    selection-corrected estimates) and an `exploration` record in the ledger, marked exploratory;
 4. register the confirmatory hypothesis (the winner beats the reference by the declared min_effect), then run
@@ -35,6 +38,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from framework.analysis import search as an
+from framework.analysis.ruleset import LATEST, RULESETS
 from framework.core import design as design_mod
 from framework.core.hashing import json_finite, sha256_file
 from framework.core.search import MAX_LAUNCHES_PER_POINT
@@ -54,7 +58,7 @@ from framework.run.resolve import Resolved, precheck_one
 from framework.run.session import Launched, Session, Step, drive, open_context
 from framework.run.writer import now_iso
 from framework.stats import capacity as capacity_mod
-from framework.stats import pareto, selection
+from framework.stats import pareto, ranking, selection
 
 MAX_ASKS_PER_LAUNCH = 50  # suggestions Optuna may make per launch of budget before the space counts as exhausted
 
@@ -125,6 +129,8 @@ class Explored:
     avoided: int = 0
     gpu_hours: float = 0.0
     stop_reason: str = ""
+    select_ids: set[str] = field(default_factory=set)  # the selection's fresh launches (none of the exploration's)
+    selection: dict[str, Any] | None = None  # KN's outcome (search.json's `selection`), with `select:`
 
 
 def _optuna() -> Any:
@@ -176,6 +182,7 @@ class Exploration:
         self.h, self.s = setup.hypothesis, setup.hypothesis.search
         assert self.s is not None
         self.seed = an.search_seed(self.h)
+        self.rules = RULESETS[LATEST]  # one ruleset for the candidates and for what Optuna is told
         self.objectives = self.s.goal.objectives()
         self.study = self.optuna.create_study(directions=[o.direction for o in self.objectives],
                                               sampler=_sampler(self.optuna, self.s, self.seed))
@@ -202,7 +209,7 @@ class Exploration:
         planned = design_mod.PlannedLaunch(cond, replicate, out.launches,
                                            design_mod.launch_seed(self.seed, cond.index, replicate))
         self._pending = (point, phase, trial, planned)
-        return [Step(planned, out.launches, s.budget.launches)]
+        return [Step(planned, out.launches, s.budget.launches + s.select_launches())]
 
     def observe(self, step: Step, launched: Launched, trials: Trials) -> None:
         """Tell Optuna what the launch measured (or how it failed), and update the candidates."""
@@ -211,9 +218,9 @@ class Exploration:
         h, s, out, optuna = self.h, self.s, self.out, self.optuna
         out.launches += 1
         out.gpu_hours += launched.seconds * self.setup.experiment.tp_size / 3600
-        out.candidates = an.candidates(h, trials.rows)
+        out.candidates = an.candidates(h, trials.rows, self.rules)
         launch_id = launched.launch_id
-        values = [an.launch_value(h, trials.rows, launch_id, o.metric) for o in self.objectives]
+        values = [an.launch_value(h, trials.rows, launch_id, o.metric, self.rules) for o in self.objectives]
         own = launched.trials
         row = (own.of_kind("launch") or [{}])[-1]
         end = (own.of_kind("launch_end") or [{}])[-1]
@@ -221,6 +228,8 @@ class Exploration:
         failure = (row.get("failure_class") or end.get("failure_class") or "failed") if failed else None
         record = {"number": trial.number, "phase": phase, "launch_id": launch_id, "point": point,
                   "seed": planned.seed}
+        if phase == "select":
+            out.select_ids.add(launch_id)
         if failure or any(v is None for v in values):
             cls = failure or "no_data"
             trial.set_user_attr("failure_class", cls)
@@ -231,7 +240,7 @@ class Exploration:
         else:
             cand = out.candidates[planned.condition.index]
             consts = [con.slack(v) for con in s.goal.parsed_constraints()
-                      if (v := an.launch_value(h, trials.rows, launch_id, con.metric)) is not None]
+                      if (v := an.launch_value(h, trials.rows, launch_id, con.metric, self.rules)) is not None]
             if len(consts) < len(s.goal.constraints):
                 consts += [1.0] * (len(s.goal.constraints) - len(consts))
             trial.set_user_attr("constraints", consts)
@@ -244,7 +253,8 @@ class Exploration:
                           constraints=consts)
             best = an.ranked(out.candidates, s)
             lead = f"; leader {an.describe(best[0].point)}: {sig(best[0].mean(s.goal.metric))}" if best else ""
-            self.progress.note(f"search: launch {out.launches}/{s.budget.launches} ({phase}) {an.describe(point)}: "
+            most = s.budget.launches + s.select_launches()
+            self.progress.note(f"search: launch {out.launches}/{most} ({phase}) {an.describe(point)}: "
                                f"{s.goal.metric} {sig(values[0])} (candidate {sig(cand.mean(s.goal.metric))} over "
                                f"{cand.launches} launches){lead}")
         out.trials.append(record)
@@ -253,7 +263,7 @@ class Exploration:
         """The points to launch, one at a time, as (point, phase, the Optuna trial that suggested it or None)."""
         optuna, study, s, out = self.optuna, self.study, self.s, self.out
         assert s is not None
-        explore_budget = s.budget.launches - s.budget.refine_launches()
+        explore_budget = s.explore_launches()
         asks = 0
         exhausted = ""
 
@@ -303,6 +313,9 @@ class Exploration:
                 pending = []  # it crashed at start-up: its other launches would too
                 continue
             yield point, "explore", suggested
+        if not out.stop_reason and s.select is not None:
+            yield from self._select(exhausted)
+            return
         if not out.stop_reason:
             while budget_left(s.budget.launches):  # racing: the contenders the leader has not beaten get the rest
                 contender = an.next_in_race(out.candidates, s)
@@ -314,6 +327,56 @@ class Exploration:
                                                   f"{s.budget.launches})" if out.launches >= s.budget.launches else
                                                   f"{exhausted}no contender left to race after {out.launches} "
                                                   "launches")
+
+
+    def _select(self, exhausted: str) -> Iterator[tuple[dict[str, str], str, Any]]:
+        """The final stage: KN among the exploration's best `select.finalists` on fresh launches, one round of the
+        survivors at a time, until KN stops (one survivor, its last stage, or `select.max_launches`)."""
+        s, out = self.s, self.out
+        assert s is not None and s.select is not None
+        sel = s.select
+        alpha = sel.alpha if sel.alpha is not None else self.h.design.alpha
+        finalists = an.ranked(out.candidates, s, at_least=2)[:sel.finalists]
+        names = [an.describe(c.point) for c in finalists]
+        base = {"procedure": "KN (Kim & Nelson 2001)", "alpha": alpha, "delta": sel.delta, "first_stage":
+                sel.first_stage, "max_launches": sel.max_launches, "finalists": names}
+        explored_launches = out.launches
+        if len(finalists) < 2:
+            out.selection = {**base, "done": False, "best": names[0] if names else None,
+                             "why": f"{len(finalists)} feasible candidate(s) with 2 launches: nothing to select among"}
+            out.stop_reason = f"{exhausted}exploration spent {explored_launches} launches; no selection"
+            return
+        direction = "max" if s.goal.direction == "maximize" else "min"
+        attempts = 0  # fresh launches asked; more than KN's cap allows only if some failed
+        while True:
+            cands = {c.index: out.candidates[c.index] for c in finalists}
+            fresh = {an.describe(c.point): [v for lid, v in zip(c.launch_ids, c.values.get(s.goal.metric) or [],
+                                                                strict=False) if lid in out.select_ids]
+                     for c in cands.values()}
+            st = ranking.kn_select(fresh, alpha, sel.log_delta(), sel.first_stage, direction,
+                                   max_stage_cap=sel.max_launches)
+            guaranteed = st.done and "WITHOUT" not in st.why
+            out.selection = {**base, **selection_summary(st, fresh), "guaranteed": guaranteed}
+            if st.done:
+                break
+            if attempts >= sel.finalists * sel.max_launches:
+                out.selection["why"] = (f"stopped after {attempts} fresh launches, some of which failed, before KN "
+                                        f"finished: {st.why}")
+                break
+            for name in st.needs:
+                attempts += 1
+                yield next(c for c in finalists if an.describe(c.point) == name).point, "select", None
+        out.stop_reason = (f"{exhausted}exploration spent {explored_launches} launches, the selection "
+                           f"{out.launches - explored_launches} fresh ones: {out.selection['why']}")
+
+
+def selection_summary(st: ranking.KNState, fresh: dict[str, list[float]]) -> dict[str, Any]:
+    """search.json's account of KN: who went out at which stage, who was left, and which finalists could still be
+    within delta of the selected one (the survivors, when KN stopped at its last stage or at the cap)."""
+    return {"done": st.done, "best": st.best, "stage": st.stage, "max_stage": st.max_stage, "eta": st.eta,
+            "h2": st.h2, "eliminated": st.eliminated, "survivors": st.survivors,
+            "within_delta": [n for n in st.survivors if n != st.best] if st.done else [],
+            "fresh_launches": {n: len(v) for n, v in fresh.items()}, "why": st.why}
 
 
 # --------------------------------------------------------------------------- the summary
@@ -329,13 +392,19 @@ def summarize(setup: SearchSetup, explored: Explored, search_id: str) -> dict[st
     eligible = {i: c for i, c in cands.items() if c.launches >= 2}
     ranking = an.ranked(eligible, s, at_least=2)
     chosen = ranking[:s.confirm.top]
+    sel = explored.selection
+    if sel and sel.get("best"):  # the selection's choice first, then the exploration's order
+        best = next(c for c in ranking if an.describe(c.point) == sel["best"])
+        chosen = [best, *[c for c in ranking if c is not best]][:s.confirm.top]
     direction = "max" if s.goal.direction == "maximize" else "min"
     alpha = h.design.alpha
     estimate: dict[str, Any] | None = None
     others = {an.describe(c.point): c.values[s.goal.metric] for c in ranking if c.point != ref_point}
     if ref is not None and ref.launches >= 2 and others and chosen and chosen[0].point != ref_point:
+        # separate launch variances: the pooled one overshoots when a slow launch is in the data (statistics.md s11;
+        # issue 35 measured it below the truth in 7 of 7 searches)
         w = selection.winner_estimate(others, ref.values[s.goal.metric], direction=direction, alpha=alpha,
-                                      variance="pooled")  # one launch noise for all: steadier at 2-4 launches
+                                      variance="separate")
         # the corrected estimate is for the argmax of the launches' geometric means; the search ranks by their
         # median, so it says whether the two picked the same candidate
         estimate = {"against": "reference", **asdict(w), "winner_is_chosen": w.winner == an.describe(chosen[0].point)}
@@ -382,6 +451,7 @@ def summarize(setup: SearchSetup, explored: Explored, search_id: str) -> dict[st
         "ranking": [an.describe(c.point) for c in ranking],
         "front": front,
         "estimate": estimate,
+        "selection": sel,
         "capacity": capacity,
         "confirm": s.confirm.model_dump(),
         "candidates": [c.to_dict(s) for c in sorted(cands.values(), key=lambda c: c.index)],
@@ -423,12 +493,14 @@ def search(setup: SearchSetup, run_dir: Path, cwd: Path, console: Console | None
                       style="bold red", highlight=False)
     console.print(escape(f"search {search_id}: {h.name} on backend {setup.backend.name}: {s.grid_size()} points "
                          f"(a grid at {s.launches_per_candidate} launches each: {s.grid_launches()} launches); "
-                         f"budget {s.budget.launches} launches"), highlight=False)
+                         f"budget {s.budget.launches} launches"
+                         + (f" and at most {s.select_launches()} fresh ones for the selection" if s.select else "")),
+                  highlight=False)
     if setup.resolved.budget_declared is not None:
         console.print(escape(f"note: budget.launches {setup.resolved.budget_declared} is more than this space can "
                              f"use ({s.grid_size()} points x {max(MAX_LAUNCHES_PER_POINT, s.launches_per_candidate)} "
                              f"launches at most each): capped at {s.budget.launches}"), highlight=False)
-    progress = RunProgress(console, f"search {h.name}", total_launches=s.budget.launches,
+    progress = RunProgress(console, f"search {h.name}", total_launches=s.budget.launches + s.select_launches(),
                            requests_per_launch=h.design.requests + h.design.warmup,
                            enabled=bool(setup.cfg.get("progress", True)) and console.is_terminal)
     session = Session(ctx)
@@ -443,10 +515,17 @@ def search(setup: SearchSetup, run_dir: Path, cwd: Path, console: Console | None
         _write_json(run_dir / "search.json", summary)
         raise_no_winner(run_dir, explored)
     h_sha = sha256_file(setup.hypothesis_path)
-    seed = an.confirm_seed(h_sha, an.search_seed(h), earlier_searches(setup.ledger, h.name, h_sha))
-    confirm_data = an.confirm_hypothesis(h, [c["point"] for c in summary["chosen"]], search_id, seed)
-    confirm_path = run_dir / f"{confirm_data['name']}.yaml"
-    summary["confirm_hypothesis"] = {"name": confirm_data["name"], "path": confirm_path.name}
+    to_confirm = [c["point"] for c in summary["chosen"] if c["point"] != s.reference_point()]
+    confirm_data: dict[str, Any] | None = None
+    if to_confirm:
+        seed = an.confirm_seed(h_sha, an.search_seed(h), earlier_searches(setup.ledger, h.name, h_sha))
+        confirm_data = an.confirm_hypothesis(h, to_confirm, search_id, seed)
+        confirm_path = run_dir / f"{confirm_data['name']}.yaml"
+        summary["confirm_hypothesis"] = {"name": confirm_data["name"], "path": confirm_path.name}
+    else:  # "the reference beats the reference" answers nothing, and at alpha it can come out supported by chance
+        summary["confirmation_skipped"] = (f"the search chose its own reference ({an.describe(s.reference_point())})"
+                                           ": no configuration of the space beat it, so there is nothing to confirm "
+                                           "against it")
     _write_json(run_dir / "search.json", summary)
     search_sha = sha256_file(run_dir / "search.json")
 
@@ -464,6 +543,13 @@ def search(setup: SearchSetup, run_dir: Path, cwd: Path, console: Console | None
     console.print(escape(f"exploration recorded (exploratory, no verdict): {stored['hash'][:12]} in {setup.ledger}"),
                   highlight=False)
     _print_summary(console, summary)
+    if confirm_data is None:
+        console.print(escape(f"search {search_id}: no confirmation: {summary['confirmation_skipped']}"),
+                      highlight=False)
+        if setup.report:
+            _report(console, run_dir)
+        ctx.redactor.scrub_tree(run_dir)
+        return {**summary, "confirmation": None}
 
     # the confirmation: registered before any of its launches, then the normal run path on fresh launches
     confirm_path.write_text(yaml.safe_dump(confirm_data, sort_keys=False, allow_unicode=True), encoding="utf-8")
@@ -479,15 +565,19 @@ def search(setup: SearchSetup, run_dir: Path, cwd: Path, console: Console | None
                             "exploration": stored["hash"]}
     record = run_confirmation(rctx, console)
     if setup.report:
-        try:
-            from framework.present.search_report import write_search_report
-
-            write_search_report(run_dir)
-        except Exception as exc:  # a report is a convenience; the verdict is in the ledger
-            console.print(f"[yellow]search report not written: {escape(str(exc))}[/yellow]")
+        _report(console, run_dir)
     _print_confirmation(console, summary, record)
     ctx.redactor.scrub_tree(run_dir)  # the exploration's logs and the search report: no secret stays
     return {**summary, "confirmation": record}
+
+
+def _report(console: Console, run_dir: Path) -> None:
+    try:
+        from framework.present.search_report import write_search_report
+
+        write_search_report(run_dir)
+    except Exception as exc:  # a report is a convenience; the verdict is in the ledger
+        console.print(f"[yellow]search report not written: {escape(str(exc))}[/yellow]")
 
 
 def earlier_searches(ledger_path: Path, name: str, sha256: str) -> int:
@@ -528,8 +618,26 @@ def _print_summary(console: Console, summary: dict[str, Any]) -> None:
             f"[{sig(est['naive_ci'][0])}, {sig(est['naive_ci'][1])}], selection-corrected {sig(est['corrected'])} "
             f"[{sig(est['corrected_ci'][0])}, {sig(est['corrected_ci'][1])}] (winner's curse; {est['n_candidates']} "
             f"candidates)"), highlight=False)
+    sel = summary.get("selection")
+    if sel:
+        console.print(escape(f"  {selection_line(sel)}"), highlight=False)
     for cap in summary.get("capacity") or []:
         console.print(escape(f"  {fmt.capacity_line(cap)}"), highlight=False)
+
+
+def selection_line(sel: dict[str, Any]) -> str:
+    """What the selection says, in one line: the guarantee it holds, or why it does not."""
+    pcs = f"P(correct selection) >= {1 - sel['alpha']:g} when the best leads by {sel['delta']:g}"
+    if not sel.get("best") or not sel.get("done"):
+        return f"selection ({sel['procedure']}): none: {sel['why']}"
+    within = sel.get("within_delta") or []
+    head = (f"selection ({sel['procedure']}, {pcs}) among {len(sel['finalists'])} finalists on "
+            f"{sum(sel['fresh_launches'].values())} fresh launches: {sel['best']}")
+    if not within:
+        return f"{head}; no other finalist is within delta of it ({sel['why']})"
+    could = "; ".join(within)
+    return (f"{head}; within delta of it, or not separated: {could} ({sel['why']})" if sel.get("guaranteed")
+            else f"{head}, but not separated from {could}: {sel['why']}")
 
 
 def _print_confirmation(console: Console, summary: dict[str, Any], record: dict[str, Any]) -> None:

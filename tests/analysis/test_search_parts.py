@@ -65,6 +65,14 @@ def test_the_ranking_is_by_median_so_one_slow_launch_does_not_decide():
     assert an.next_in_race(far, search).index != 2  # ...and a candidate far behind is out of the race
 
 
+def test_the_race_stops_when_the_leader_is_alone():
+    """Issue 35: the race kept launching the leader after it had beaten every other (one-point re-launches)."""
+    search = load_hypothesis(SHIPPED).search
+    search = search.model_copy(update={"goal": search.goal.model_copy(update={"constraints": []})})
+    alone = {0: _cand(0, {"x": "a"}, [100.0, 100.5, 99.5]), 1: _cand(1, {"x": "b"}, [50.0, 50.2, 49.8])}
+    assert an.next_in_race(alone, search) is None
+
+
 def test_the_confirmation_is_a_valid_hypothesis_with_the_declared_min_effect_and_a_fresh_seed():
     h = load_hypothesis(SHIPPED)
     chosen = {"steps": "2", "draft_tokens": "4", "fusion": "true"}

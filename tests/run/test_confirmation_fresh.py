@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from cli_helpers import framework, ledger_records, no_servers_left
 from test_resume_definition import _reseal
-from test_search import NOISE_ONLY, write_search
+from test_search import WINNER, write_search
 
 
 @pytest.mark.e2e  # a search (6 launches), its confirmation and one more by hand, about 60 s
 def test_a_confirmation_run_by_hand_refuses_exploration_launches_and_links_its_search(workdir: Path) -> None:
-    write_search(workdir, "noise_only", NOISE_ONLY)
+    write_search(workdir, "winner", WINNER, "streams")  # a search that confirms (not its own reference)
     hyp = f"paths.hypotheses={workdir / 'hyp'}"
-    out = framework("search", "hypothesis=noise_only", hyp, "run_dir=s", cwd=workdir)
+    out = framework("search", "hypothesis=winner", hyp, "run_dir=s", cwd=workdir)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     summary = json.loads((workdir / "s" / "search.json").read_text())
     confirm = workdir / "s" / summary["confirm_hypothesis"]["path"]

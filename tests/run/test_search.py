@@ -33,6 +33,19 @@ NOISE_ONLY = """\
 """
 
 
+# a space with a winner that is not the reference: one stream decodes about 25% faster than two in the sim's model,
+# so the search confirms (a search choosing its own reference confirms nothing, issue 35)
+WINNER = """\
+  space:
+    streams: {workload: concurrency, values: [1, 2]}
+  reference: {streams: 2}
+  goal: {metric: decode_tok_s, direction: maximize}
+  budget: {launches: 6, refine: 0}
+  sampler: random
+  confirm: {min_effect: 0.05, launches: 3}
+"""
+
+
 def write_search(workdir: Path, name: str, block: str, what: str = "draft tokens") -> Path:
     (workdir / "hyp").mkdir(exist_ok=True)
     path = workdir / "hyp" / f"{name}.yaml"
@@ -58,6 +71,13 @@ BAD = [
                         "draft_tokens: {flag: --mem-fraction-static, values: ['0.8', '0.9']}")
      .replace("{draft_tokens: 4}", "{draft_tokens: '0.8'}"),
      "factors", "the simulator cannot answer this"),
+    ("racing beside a selection", NOISE_ONLY.replace("refine: 0}", "refine: 2}") + "  select: {delta: 0.01}\n",
+     "search", "leave refine unset"),
+    ("a selection's first stage above its cap",
+     NOISE_ONLY.replace("refine: 0}", "}") + "  select: {delta: 0.01, first_stage: 6, max_launches: 4}\n",
+     "search.select", "first_stage (6) is above max_launches (4)"),
+    ("a selection without delta", NOISE_ONLY.replace("refine: 0}", "}") + "  select: {finalists: 2}\n",
+     "search.select.delta", "Field required"),
 ]
 
 
@@ -96,8 +116,14 @@ def test_a_winner_chosen_on_noise_alone_is_not_confirmed_and_its_link_audits(wor
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert no_servers_left(workdir)
     summary = json.loads((workdir / "s" / "search.json").read_text())
-    assert summary["exploratory"] is True and summary["launches_spent"] == 6 and summary["grid_launches"] == 8
+    # at most 6: the race stops when the leader is alone (issue 35), and Optuna may run out of new points first
+    assert summary["exploratory"] is True and summary["launches_spent"] <= 6 and summary["grid_launches"] == 8
     assert len(summary["chosen"]) == 1 and summary["front"]
+    if summary["chosen"][0]["point"] == summary["reference"]:  # the noise chose the reference: nothing confirmed
+        assert "chose its own reference" in summary["confirmation_skipped"]
+        assert [r["kind"] for r in ledger_records(workdir / "verdicts.jsonl")] == ["exploration"]
+        assert framework("audit", cwd=workdir).returncode == 0
+        return
     records = ledger_records(workdir / "verdicts.jsonl")
     assert [r["kind"] for r in records] == ["exploration", "registration", "verdict"]
     exploration, reg, verdict = records
@@ -178,8 +204,8 @@ def test_the_same_search_in_a_fresh_directory_gives_the_same_confirmation_seeds_
     for name in ("first", "second"):
         workdir = tmp_path / name
         workdir.mkdir()
-        write_search(workdir, "noise_only", NOISE_ONLY)
-        out = framework("search", "hypothesis=noise_only", f"paths.hypotheses={workdir / 'hyp'}", "run_dir=s",
+        write_search(workdir, "winner", WINNER, "streams")
+        out = framework("search", "hypothesis=winner", f"paths.hypotheses={workdir / 'hyp'}", "run_dir=s",
                         "report=false", cwd=workdir)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         explored = [r["seed"] for r in ledger_records(workdir / "s" / "trials.jsonl") if r["kind"] == "launch"]
@@ -192,7 +218,7 @@ def test_the_same_search_in_a_fresh_directory_gives_the_same_confirmation_seeds_
     assert runs[0] == runs[1]
     # the same search again in the first ledger is search-run 1 of that file: other fresh confirmation seeds
     workdir = tmp_path / "first"
-    out = framework("search", "hypothesis=noise_only", f"paths.hypotheses={workdir / 'hyp'}", "run_dir=s2",
+    out = framework("search", "hypothesis=winner", f"paths.hypotheses={workdir / 'hyp'}", "run_dir=s2",
                     "report=false", cwd=workdir)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     again = [r["seed"] for r in ledger_records(workdir / "s2" / "confirm" / "trials.jsonl") if r["kind"] == "launch"]
