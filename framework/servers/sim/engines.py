@@ -165,6 +165,17 @@ def settings(engine: str, flags: list[tuple[str, str]]) -> EngineSettings:
                           graph_max_bs=values.get("graph_max_bs"), not_modelled=not_modelled, given=dict(flags))
 
 
+def graph_rows(es: EngineSettings | None, batch: int) -> int:
+    """The rows a decode step of `batch` requests computes: a CUDA graph replays the smallest captured size that
+    holds the batch (the GPU server's capture list, as SGLang's: 1, 2, 4, 8, then every 8 up to the largest),
+    padding the rest; an eager step, and every other engine, computes the batch."""
+    if es is None or es.engine != "gpu" or eager_decode(es, batch):
+        return batch
+    top = min(es.graph_max_bs or es.slots or batch, es.slots or batch)
+    sizes = sorted({*(b for b in (1, 2, 4) if b <= top), *range(8, top + 1, 8), top})
+    return next((b for b in sizes if b >= batch), batch)
+
+
 def eager_decode(es: EngineSettings | None, batch: int) -> bool:
     """A decode step of `batch` requests runs without a CUDA graph (the GPU server: graphs off, or the batch above
     the largest captured size); False for every engine that captures none in the twin's model."""

@@ -142,6 +142,7 @@ def decode_step(profile: Profile, args: SimServerArgs, batch: int) -> StepCost:
     tokens = batch * (spec.num_draft_tokens if spec else 1)
     if profile.twin is not None:  # a fitted twin's equations (framework.servers.sim.twin)
         es = args.engine_settings
+        tokens = engines.graph_rows(es, batch) * (spec.num_draft_tokens if spec else 1)  # a graph's padding
         total = twin_steps.decode_us(profile.twin, tokens, threads=es.threads if es else None, tp=args.tp_size,
                                speculative=spec is not None, eager=engines.eager_decode(es, batch))
         return StepCost(total, total, total, 0.0, "twin", tokens)

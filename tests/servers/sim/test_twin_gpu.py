@@ -49,6 +49,17 @@ def test_the_gpu_servers_flags_set_slots_context_and_when_a_step_is_eager() -> N
     graphs = engines.settings("gpu", engines.split(["--cuda-graph-max-bs", "4"], "gpu", set())[1])
     assert not engines.eager_decode(graphs, 4) and engines.eager_decode(graphs, 5)  # above the largest graph
     assert not engines.eager_decode(engines.settings("vllm", []), 1)  # no other engine's steps are eager
+    es16 = engines.settings("gpu", engines.split(BASE, "gpu", set())[1])
+    assert [engines.graph_rows(es16, b) for b in (1, 3, 5, 6, 8, 9, 16)] == [1, 4, 8, 8, 8, 16, 16]  # padded
+    assert engines.graph_rows(es, 6) == 6 and engines.graph_rows(engines.settings("vllm", []), 6) == 6
+
+
+def test_a_graph_pads_the_batch_to_its_captured_size() -> None:
+    fit = blank("gpu").with_values(KNOWN)
+    at = {c: twin_predict(fit, _config([], c, 32, 32))["tpot_s"] for c in (6, 8)}
+    assert at[6] == pytest.approx(at[8], rel=1e-9)  # batch 6 replays the graph of 8
+    eager = {c: twin_predict(fit, _config(["--disable-cuda-graph"], c, 32, 32))["tpot_s"] for c in (6, 8)}
+    assert eager[8] - eager[6] == pytest.approx(2 * KNOWN["decode_us_per_token"] * 1e-6, rel=1e-6)
 
 
 def test_a_step_without_a_graph_costs_the_eager_step_more() -> None:
