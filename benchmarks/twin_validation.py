@@ -76,7 +76,11 @@ def pythonpath() -> str:
 
 
 def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    """The machine's load as `uptime` prints it (/proc/loadavg where a bare GPU host has no `uptime`)."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "load average: " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def framework(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
