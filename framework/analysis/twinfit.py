@@ -159,7 +159,8 @@ def _start(launches: list[Launch]) -> dict[str, float]:
     return {"decode_step_us": tpot, "decode_us_per_token": tpot * 0.05, "prefill_base_us": ttft * 0.5,
             "prefill_us_per_token": ttft * 0.5 / max(1.0, statistics.median(x.config.prompt_tokens for x in launches)),
             "prefill_chunk_us": tpot, "thread_exponent": 0.5, "allreduce_us_per_token": tpot * 0.05,
-            "spec_overhead_us": tpot * 0.1, "accept_length": statistics.mean(acc) if acc else 2.0}
+            "spec_overhead_us": tpot * 0.1, "accept_length": statistics.mean(acc) if acc else 2.0,
+            "eager_step_us": tpot * 0.5}
 
 
 class _Model:

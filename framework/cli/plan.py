@@ -122,6 +122,7 @@ def main(args: list[str]) -> int:
         console.print(f"the twin already expects {h.name} to be refuted on this deployment: {', '.join(refuted)}"
                       if refuted else f"the twin expects no prediction of {h.name} to be refuted on this deployment")
         print_twin_predictions(console, h, exp, resolved.backend.table, d)
+        print_twin_assurance(console, h, exp, resolved.backend.table, d, assumptions, power)
     pilot_rows = read_trials(Path(kv["pilot"]) / "trials.jsonl") if "pilot" in kv else None
     print_fleet(make_console(), h, kv, d, assumptions, pilot_rows, power)
     print_modes(make_console(), assumptions)
@@ -130,8 +131,8 @@ def main(args: list[str]) -> int:
 
 def print_twin_predictions(console: Console, h: Hypothesis, exp: Experiment, row: Backend, d: Design) -> None:
     """The twin's prediction of the metric per condition with its 90% interval, each marked where the twin
-    extrapolates or needs a parameter its pilot did not identify; and the caveat that the plan above took the
-    point predictions as exact (their uncertainty is not propagated into the launches)."""
+    extrapolates or needs a parameter its pilot did not identify (the plan above takes the point predictions as
+    exact; `print_twin_assurance` propagates their uncertainty)."""
     from framework.analysis.twinfit import mark
 
     preds = adapters.for_row(row).twin_predictions(h, exp, requests=d.requests, warmup=d.warmup) or {}
@@ -145,9 +146,43 @@ def print_twin_predictions(console: Console, h: Hypothesis, exp: Experiment, row
         words = mark(p)
         console.print(escape(f"  twin at {label}: {h.metric} {sig(p['mean'], 4)}{interval}"
                              + (f"; {words}" if words else "")), highlight=False)
-    console.print("caveat: the launches above take the twin's point predictions as exact; the twin's own "
-                  "uncertainty (its intervals above, and any extrapolation) is not propagated into them: "
-                  "a pilot on the deployment itself (pilot=RUN_DIR) plans from measured effects", highlight=False)
+
+
+def print_twin_assurance(console: Console, h: Hypothesis, exp: Experiment, row: Backend, d: Design,
+                         assumptions: dict[str, Any], power: float) -> None:
+    """The plan again with the twin's parameter uncertainty and misfit propagated (framework.analysis.
+    twin_assurance): per prediction, how likely the truth implies each verdict, the launches that give `power`
+    in `power` of the twin's draws, and the assurance and verdict probabilities there; or why it cannot."""
+    from framework.analysis import twin_assurance as ta
+
+    console.print(f"propagating the twin's uncertainty: {ta.DRAWS} draws of its parameters (seed {ta.SEED}) ...",
+                  highlight=False)
+    got = adapters.for_row(row).twin_plan_draws(h, exp, requests=d.requests, warmup=d.warmup)
+    rows = ta.assurance(h, got["draws"], sd_launch_log=assumptions["sd_launch_log"],
+                        sd_request_log=assumptions["sd_request_log"], requests=d.requests, power=power,
+                        alpha=d.alpha, blocked=got["blocked"])
+    table = Table(title=f"{h.name} with the twin's uncertainty: power {power} in {power:.0%} of its draws",
+                  title_justify="left")
+    for col in ("prediction", "truth implies supported", "launches/condition", "assurance", "P(supported)",
+                "P(refuted)", "P(inconclusive)"):
+        table.add_column(col)
+    for r in rows:
+        v = r.verdicts
+        table.add_row(escape(r.prediction), f"{r.implied['supported']:.2f}" if r.implied else "-",
+                      str(r.launches_per_condition or "-"), f"{r.assurance:.3f}" if r.assurance is not None else "-",
+                      *(f"{v[k]:.3f}" if k in v else "-" for k in ("supported", "refuted", "inconclusive")))
+    console.print(table)
+    for r in rows:
+        if r.note:
+            console.print(escape(f"  {r.prediction}: {r.note}"), highlight=False)
+    n = ta.launches_for_hypothesis(rows)
+    console.print(escape(
+        f"with the twin's uncertainty the whole hypothesis needs {n} launches per condition (design.launches={n})"
+        if n else "with the twin's uncertainty the launches cannot be given (see the notes above): a pilot on the "
+                  "deployment itself (pilot=RUN_DIR) plans from measured effects"), highlight=False)
+    console.print("assurance: the probability of the verdict the truth implies, averaged over the twin's draws "
+                  "(O'Hagan & Stevens 2001); its launch and request noise are taken as known "
+                  "(docs/statistics.md, Planning with a twin's uncertainty)", highlight=False)
 
 
 def print_modes(console: Console, assumptions: dict[str, Any]) -> None:

@@ -30,6 +30,8 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     "allreduce_us_per_token": ("us", "tensor parallelism (--tp-size 1 and > 1, or tp_size > 1 at two batch sizes)"),
     "spec_overhead_us": ("us", "speculative decoding on and off"),
     "accept_length": ("tokens", "speculative decoding on (the client's accept length per request)"),
+    "eager_step_us": ("us", "CUDA graphs on and off (the GPU server's --disable-cuda-graph, or a batch above"
+                            " --cuda-graph-max-bs)"),
 }
 FITTED_METRICS = ("ttft_s", "tpot_s")  # fitted on; every request metric is predicted from them
 

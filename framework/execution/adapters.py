@@ -72,6 +72,11 @@ class ModelAdapter(Protocol):
         """Per condition, a twin's prediction interval of every metric; None unless it runs a twin profile."""
         ...
 
+    def twin_plan_draws(self, h: Hypothesis, exp: Experiment, *, requests: int, warmup: int,
+                        progress: Any = None) -> dict[str, Any]:
+        """A twin's uncertainty for ``plan``: per parameter draw, each condition's launch mean of the metric."""
+        ...
+
 
 def load(name: str | None) -> ModelAdapter | None:
     return cast(ModelAdapter, importlib.import_module(name)) if name else None

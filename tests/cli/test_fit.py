@@ -153,7 +153,7 @@ def test_a_twin_of_a_tp8_pilot_is_accepted_on_its_experiment_marks_extrapolation
         workdir: Path) -> None:
     """Fitted at 1 and 4 streams on the TP8 profile: the twin records the pilot's domain, TP size and load; plan on
     the same experiment is not refused ("--tp-size fixed at 1"), prints the twin's 16-stream prediction marked
-    as an extrapolation, says it takes the point predictions as exact, and returns."""
+    as an extrapolation, plans again with the twin's uncertainty propagated, and returns."""
     (workdir / "hyp").mkdir()
     (workdir / "hyp" / "sim_pilot.yaml").write_text(SIM_PILOT)
     (workdir / "hyp" / "at16.yaml").write_text(AT16)
@@ -173,4 +173,4 @@ def test_a_twin_of_a_tp8_pilot_is_accepted_on_its_experiment_marks_extrapolation
     text = " ".join(p.stdout.split())
     assert "assumptions from the twin" in text and "fixed at" not in text
     assert "extrapolation: streams 16 outside the pilot's 1-4" in text and "no interval" not in text
-    assert "take the twin's point predictions as exact" in text
+    assert "with the twin's uncertainty" in text and "assurance" in text

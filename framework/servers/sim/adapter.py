@@ -208,6 +208,29 @@ def twin_predictions(h: Hypothesis, exp: Experiment, *, requests: int, warmup: i
     return out
 
 
+def twin_plan_draws(h: Hypothesis, exp: Experiment, *, requests: int, warmup: int,
+                    progress: Any = None) -> dict[str, Any]:
+    """The twin's uncertainty for `plan` (framework.analysis.twin_assurance): per parameter draw, every
+    condition's true launch mean of the metric, and the conditions whose metric needs an unidentified parameter."""
+    from framework.analysis.twin_assurance import condition_draws
+    from framework.analysis.twinfit import predict_interval
+    from framework.servers.sim.twin import predict
+
+    conds: dict[int, Any] = {}
+    blocked: dict[int, list[str]] = {}
+    for cond in design_mod.conditions(h):
+        path = design_mod.sim_profile_for(h, exp, cond)
+        fit = load_profile(path).twin
+        assert fit is not None
+        config = twin_config(h, exp, cond, fit.engine, requests=requests, warmup=warmup)
+        conds[cond.index] = (str(path), fit, config)
+        iv = predict_interval(fit, config, predict, metrics=(h.metric,)).get(h.metric) or {}
+        if iv.get("not_identified"):
+            blocked[cond.index] = list(iv["not_identified"])
+    draws = condition_draws(conds, h.metric, predict, requests=requests, blocked=blocked, progress=progress)
+    return {"draws": draws, "blocked": blocked}
+
+
 TWIN_ENGINES_WITH_FLAGS = ("llamacpp", "llama_server", "vllm")  # engines whose flag names the sim takes
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Role = Literal["threads", "threads_batch", "prefill_chunk", "prefill_chunk_cap", "slots", "context", "tp",
-               "no_effect"]
+               "eager", "graph_max_bs", "no_effect"]
 
 # flag -> role. llama-cpp-python's server: one request at a time (its server holds a lock per model), so
 # its slots are fixed at 1; n_batch caps n_ubatch; defaults from llama_cpp.server.settings.
@@ -39,15 +39,28 @@ ENGINE_FLAGS: dict[str, dict[str, Role]] = {
         "--port": "no_effect", "--seed": "no_effect", "--served-model-name": "no_effect",
         "--disable-log-requests": "no_effect", "--disable-log-stats": "no_effect", "--uvicorn-log-level": "no_effect",
     },
+    # the project's GPU server (framework.servers.gpu): decode steps replay CUDA graphs captured up to
+    # --cuda-graph-max-bs, eager with --disable-cuda-graph or above it (`eager`, `graph_max_bs`); prompts are
+    # prefilled whole (--chunked-prefill-size only pads)
+    "gpu": {
+        "--max-running-requests": "slots", "--context-length": "context", "--disable-cuda-graph": "eager",
+        "--cuda-graph-max-bs": "graph_max_bs", "--chunked-prefill-size": "no_effect", "--host": "no_effect",
+        "--port": "no_effect", "--random-seed": "no_effect", "--enable-metrics": "no_effect",
+        "--log-level": "no_effect", "--served-model-name": "no_effect", "--api-key": "no_effect",
+        "--mem-fraction-static": "no_effect",
+    },
 }
 # what each engine runs when a flag is not given (None: unbounded / the twin's reference)
 DEFAULTS: dict[str, dict[str, int | None]] = {
     "llamacpp": {"threads": None, "prefill_chunk": 512, "prefill_chunk_cap": 512, "slots": 1, "context": 2048},
     "llama_server": {"threads": None, "prefill_chunk": 512, "prefill_chunk_cap": 2048, "slots": 1, "context": 4096},
     "vllm": {"threads": None, "prefill_chunk": None, "slots": 256, "context": None},
+    "gpu": {"threads": None, "prefill_chunk": None, "slots": 64, "context": 1024},
 }
 BOOLEAN_FLAGS = {"--disable-log-requests", "--disable-log-stats", "--enforce-eager", "--enable-prefix-caching",
-                 "--no-enable-prefix-caching", "--metrics", "--verbose", "--trust-remote-code"}
+                 "--no-enable-prefix-caching", "--metrics", "--verbose", "--trust-remote-code",
+                 "--disable-cuda-graph", "--disable-overlap-schedule", "--enable-metrics",
+                 "--enable-torch-symm-mem"}
 FIXED_SLOTS = {"llamacpp": 1}  # llama-cpp-python serves one request at a time whatever the flags say
 
 
@@ -66,6 +79,8 @@ class EngineSettings:
     slots: int | None = None
     context: int | None = None
     tp: int | None = None
+    eager: bool = False  # decode steps run without CUDA graphs (the GPU server's --disable-cuda-graph)
+    graph_max_bs: int | None = None  # the largest batch a captured graph replays (None: the slots)
     not_modelled: dict[str, str] = field(default_factory=dict)  # flag -> value ("" for a switch)
     given: dict[str, str] = field(default_factory=dict)  # every engine flag on the command line -> value
 
@@ -126,6 +141,9 @@ def settings(engine: str, flags: list[tuple[str, str]]) -> EngineSettings:
             continue
         if role == "no_effect":
             continue
+        if role == "eager":
+            values[role] = 1
+            continue
         try:
             values[role] = int(value)
         except ValueError:
@@ -143,7 +161,28 @@ def settings(engine: str, flags: list[tuple[str, str]]) -> EngineSettings:
     slots = FIXED_SLOTS.get(engine, values.get("slots", d.get("slots")))
     return EngineSettings(engine=engine, threads=threads, threads_batch=values.get("threads_batch", threads),
                           prefill_chunk=chunk, slots=slots, context=values.get("context", d.get("context")),
-                          tp=values.get("tp"), not_modelled=not_modelled, given=dict(flags))
+                          tp=values.get("tp"), eager=bool(values.get("eager")),
+                          graph_max_bs=values.get("graph_max_bs"), not_modelled=not_modelled, given=dict(flags))
+
+
+def graph_rows(es: EngineSettings | None, batch: int) -> int:
+    """The rows a decode step of `batch` requests computes: a CUDA graph replays the smallest captured size that
+    holds the batch (the GPU server's capture list, as SGLang's: 1, 2, 4, 8, then every 8 up to the largest),
+    padding the rest; an eager step, and every other engine, computes the batch."""
+    if es is None or es.engine != "gpu" or eager_decode(es, batch):
+        return batch
+    top = min(es.graph_max_bs or es.slots or batch, es.slots or batch)
+    sizes = sorted({*(b for b in (1, 2, 4) if b <= top), *range(8, top + 1, 8), top})
+    return next((b for b in sizes if b >= batch), batch)
+
+
+def eager_decode(es: EngineSettings | None, batch: int) -> bool:
+    """A decode step of `batch` requests runs without a CUDA graph (the GPU server: graphs off, or the batch above
+    the largest captured size); False for every engine that captures none in the twin's model."""
+    if es is None or es.engine != "gpu":
+        return False
+    top = es.graph_max_bs if es.graph_max_bs is not None else es.slots
+    return es.eager or (top is not None and batch > min(top, es.slots or top))
 
 
 def modelled(engine: str, flag: str) -> bool:

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from framework.servers.sim import twin_steps
+from framework.servers.sim import engines, twin_steps
 from framework.servers.sim.args import SimServerArgs, parse_server_args
 from framework.servers.sim.profile import Profile
 
@@ -142,8 +142,9 @@ def decode_step(profile: Profile, args: SimServerArgs, batch: int) -> StepCost:
     tokens = batch * (spec.num_draft_tokens if spec else 1)
     if profile.twin is not None:  # a fitted twin's equations (framework.servers.sim.twin)
         es = args.engine_settings
+        tokens = engines.graph_rows(es, batch) * (spec.num_draft_tokens if spec else 1)  # a graph's padding
         total = twin_steps.decode_us(profile.twin, tokens, threads=es.threads if es else None, tp=args.tp_size,
-                               speculative=spec is not None)
+                               speculative=spec is not None, eager=engines.eager_decode(es, batch))
         return StepCost(total, total, total, 0.0, "twin", tokens)
     comp = interp(profile.compute_us.decode, tokens)
     impl, a = allreduce(profile, args, tokens * m.bytes_per_token)

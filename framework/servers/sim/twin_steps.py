@@ -1,6 +1,7 @@
 """A fitted twin's step equations (docs/model.md, "Twin"): what the sim's model calls in place of its tables.
 
     decode/verify step over T tokens = (d0 + d1 (T - 1)) s_thr + a T [tp > 1] + o_spec [speculative]
+                                       + e [eager: the GPU server's step without a CUDA graph]
     prefill of P tokens              = (p0 + p1 P + p_c (ceil(P / chunk) - 1)) s_thr_batch + a P [tp > 1]
     s_thr = (threads / reference_threads) ** -thread_exponent
 
@@ -22,11 +23,13 @@ def _thread_scale(fit: TwinFit, threads: int | None) -> float:
     return (threads / ref) ** -fit.value("thread_exponent")
 
 
-def decode_us(fit: TwinFit, tokens: int, *, threads: int | None, tp: int, speculative: bool) -> float:
+def decode_us(fit: TwinFit, tokens: int, *, threads: int | None, tp: int, speculative: bool,
+              eager: bool = False) -> float:
     d = (fit.value("decode_step_us") + fit.value("decode_us_per_token") * (tokens - 1)) * _thread_scale(fit, threads)
     if tp > 1:
         d += fit.value("allreduce_us_per_token") * tokens
-    return d + (fit.value("spec_overhead_us") if speculative else 0.0)
+    # a step without a graph launches each kernel from the host: a cost per step, not per token
+    return d + (fit.value("spec_overhead_us") if speculative else 0.0) + (fit.value("eager_step_us") if eager else 0.0)
 
 
 def prefill_us(fit: TwinFit, tokens: int, *, threads: int | None, chunk: int | None, tp: int) -> float:
