@@ -32,6 +32,11 @@ DIFFERED_KEPT = 20  # pairs named in the record when they differ (the count is a
 NEEDS_V5 = "the outputs kind is decided under rules version 5 and later; this record's version has no rule for it"
 
 
+def compares_outputs(prediction: dict[str, Any]) -> bool:
+    """A recorded prediction of the outputs kind: generated tokens compared, so no timing figure moves it."""
+    return prediction.get("kind") == "outputs"
+
+
 def _generated(out: dict[str, Any]) -> tuple[str, Any]:
     return ("ids", out["ids"]) if "ids" in out else ("text", out.get("text") or "")
 

@@ -9,6 +9,7 @@ from types import ModuleType
 from typing import Any
 
 from framework.analysis.bias import client_marks
+from framework.analysis.outputs import compares_outputs
 from framework.analysis.ruleset import LATEST, RULESETS
 from framework.core import design as design_mod
 from framework.core.hashing import sha256_file
@@ -169,7 +170,7 @@ def prediction_marks(ctx: RunContext, prediction: dict[str, Any], lag: dict[str,
     clock's measured bias is large enough to move the decision, open-loop arrivals reached it late, or
     the client fell behind by enough to move it (`client`: analysis.bias.client_bias of the run's rows)."""
     marks: list[str] = []
-    if prediction.get("kind") == "outputs":  # generated tokens compared: no timing figure can move it
+    if compares_outputs(prediction):  # generated tokens compared: no timing figure can move it
         return marks
     cov = ctx.sim_coverage or {}
     if cov.get("unmodelled_varied_flags"):
