@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -149,6 +150,20 @@ def _pin(core: int | None):
 def truth_lines(path: Path, since: int) -> list[dict[str, Any]]:
     lines = path.read_text().splitlines()[since:]
     return [json.loads(x) for x in lines if x.strip()]
+
+
+def send_lateness(lines: list[dict[str, Any]], health: dict[str, Any] | None) -> dict[str, float]:
+    """An open loop's median send lateness (ms): as the framework's client recorded it, and as the server saw it
+    (its receipt of the body against the schedule in the loop header, both CLOCK_MONOTONIC)."""
+    origin = (health or {}).get("clock_origin_s")
+    mine = ((health or {}).get("send_lateness_wall_s") or {}).get("p50")
+    seen = [x["received"] - (origin + float(m.group(1))) for x in lines
+            if origin is not None and (m := _AT.search(x.get("loop") or ""))]
+    out = {"late_client_ms": mine * 1e3} if mine is not None else {}
+    return {**out, "late_server_ms": statistics.median(seen) * 1e3} if seen else out
+
+
+_AT = re.compile(r"(?:^|;)at=([0-9.eE+-]+)")
 
 
 def truth_figures(lines: list[dict[str, Any]]) -> dict[str, Any]:
@@ -289,11 +304,13 @@ def _fmt(row: dict[str, Any]) -> list[str]:
             (f"{row['tpot_err']:+.2%}" if "tpot_err" in row else na)
             + (f" (reads {row['read_tpot_err']:+.2%})" if "read_tpot_err" in row else ""),
             f"{row['ttft_err_ms']:+.2f}" if "ttft_err_ms" in row else na,
-            f"{row['cpu_us_tok']:.1f}" if row.get("cpu_us_tok") else na, check]
+            f"{row['cpu_us_tok']:.1f}" if row.get("cpu_us_tok") else na,
+            (f"{row['late_client_ms']:.1f} / " if "late_client_ms" in row else "- / ")
+            + (f"{row['late_server_ms']:.1f}" if "late_server_ms" in row else na), check]
 
 
 HEADER = ["client", "load", "run", "offered tok/s", "achieved tok/s", "median TPOT error", "median TTFT error (ms)",
-          "CPU us/token", "self-check flagged"]
+          "CPU us/token", "send lateness p50 (ms): client / server", "self-check flagged"]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -409,11 +426,13 @@ def main(argv: list[str] | None = None) -> int:
                                              f"({why[0].strip()[:200]}); no row")
                                 continue
                         time.sleep(0.3)  # the server logs a request when its last token is written
-                        truth = truth_figures(truth_lines(log, since))
+                        lines = truth_lines(log, since)
+                        truth = truth_figures(lines)
                         row = {"client": client, "load": load, "repeat": rep, "order": order,
                                "achieved": truth["tok_s"],
                                "offered": offered(load, args.first_token_ms, args.interval_ms, args.tokens),
-                               **compare(measured, truth), "health": measured.get("client")}
+                               **compare(measured, truth), "health": measured.get("client"),
+                               **(send_lateness(lines, measured.get("client")) if load.get("rate") else {})}
                         results.append(row)
                         print("| " + " | ".join(_fmt(row)) + " |", flush=True)
     text = table(results)
@@ -445,7 +464,9 @@ its rows' `tpot_s`); TTFT error = client's median TTFT - the log's median first 
 receipt (so it holds what sending and the first read add); achieved = tokens the server wrote per second while
 the load was steady (from one request's duration after the first arrival to the last arrival); CPU per token =
 the framework client process's CPU time over its workload / tokens received (the other tools run as a whole
-command whose start-up would dominate: not given). The framework's self-check column is what its run said
+command whose start-up would dominate: not given); send lateness (open loop, the framework's) = its median send
+lateness as its record says and as the server saw it (its receipt of the body against the request's schedule).
+The framework's self-check column is what its run said
 (`bottleneck`; busy = the loop thread's running-or-runnable share of wall time, which decides nothing since
 criterion 2; events per socket read; the TPOT bias it gives, over 1% a flag).
 
