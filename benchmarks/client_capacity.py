@@ -141,6 +141,12 @@ def find_aiperf(path: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the parent
 
 
+def pythonpath() -> str:
+    """The children's PYTHONPATH: this tree first, then whatever the caller's had (where a machine's wrapper
+    puts the framework's other wheels)."""
+    return os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
 def _pin(core: int | None):
     if core is None:
         return None
@@ -193,7 +199,7 @@ def run_framework(url: str, load: dict[str, Any], tokens: int, core: int | None,
     argv = [sys.executable, __file__, "--_child", "framework", "--url", url, "--out", str(out),
             "--tokens", str(tokens), "--requests", str(load["requests"]), "--warmup", str(load["warmup"])]
     argv += ["--_streams", str(load["streams"])] if load.get("streams") else ["--_rate", str(load["rate"])]
-    subprocess.run(argv, check=True, preexec_fn=_pin(core), env={**os.environ, "PYTHONPATH": str(ROOT)})
+    subprocess.run(argv, check=True, preexec_fn=_pin(core), env={**os.environ, "PYTHONPATH": pythonpath()})
     data = json.loads(out.read_text())
     rows = [r for r in data["rows"] if r["ok"]]
     field = [(r["e2e_s"] - r["ttft_s"]) / (r["tokens"] - 1) for r in rows
@@ -244,7 +250,7 @@ def make_tokenizer(python: str, path: Path) -> bool:
     if not Path(python).exists():
         return False
     made = subprocess.run([python, "-m", "framework.assets.tiny_hf", str(path), "--seed", "0"], capture_output=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+                          env={**os.environ, "PYTHONPATH": pythonpath()}, timeout=600)
     return made.returncode == 0 and (path / "tokenizer.json").exists()
 
 
@@ -401,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         if server_core is not None and shutil.which("taskset"):
             sargv = ["taskset", "-c", str(server_core), *sargv]
         spec = ServerSpec(argv=sargv, host="127.0.0.1", port=port, log_path=work / "server.log",
-                          env={"PYTHONPATH": str(ROOT)}, ready_timeout_s=30)
+                          env={"PYTHONPATH": pythonpath()}, ready_timeout_s=30)
         with ServerProcess(spec):
             url = f"http://127.0.0.1:{port}"
             for rep in range(args.repeat):
@@ -435,20 +441,26 @@ def main(argv: list[str] | None = None) -> int:
                                **(send_lateness(lines, measured.get("client")) if load.get("rate") else {})}
                         results.append(row)
                         print("| " + " | ".join(_fmt(row)) + " |", flush=True)
-    text = table(results)
-    print("\n" + text)
+                        if args.md:  # after every row: a run cut short keeps what it measured
+                            write_md(args, results, notes, started, load_before, server_core, client_core)
+    print("\n" + table(results))
     for n in notes:
         print(n)
     if args.md:
-        env = (f"started {started}, load average before {load_before}, after {_load_avg()}; "
-               f"{os.cpu_count()} CPUs; server on core {server_core}, clients on core {client_core}; "
-               f"Python {sys.version.split()[0]}")
-        Path(args.md).write_text(RESULTS_MD.format(
-            table=text, notes="\n".join(f"- {n}" for n in notes), env=env,
-            command="python benchmarks/client_capacity.py " + " ".join(sys.argv[1:]),
-            commit=_commit(), first=args.first_token_ms, interval=args.interval_ms, tokens=args.tokens),
-            encoding="utf-8")
+        write_md(args, results, notes, started, load_before, server_core, client_core)
     return 0
+
+
+def write_md(args: argparse.Namespace, results: list[dict[str, Any]], notes: list[str], started: str,
+             load_before: str, server_core: int | None, client_core: int | None) -> None:
+    env = (f"started {started}, load average before {load_before}, after {_load_avg()}; "
+           f"{os.cpu_count()} CPUs; server on core {server_core}, clients on core {client_core}; "
+           f"Python {sys.version.split()[0]}")
+    Path(args.md).write_text(RESULTS_MD.format(
+        table=table(results), notes="\n".join(f"- {n}" for n in notes), env=env,
+        command="python benchmarks/client_capacity.py " + " ".join(sys.argv[1:]),
+        commit=_commit(), first=args.first_token_ms, interval=args.interval_ms, tokens=args.tokens),
+        encoding="utf-8")
 
 
 RESULTS_MD = """# Client capacity: clients against a server with a known schedule
