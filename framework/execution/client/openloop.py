@@ -7,6 +7,9 @@ lasts milliseconds, and the sends fell 29-49 ms behind (docs/results/client_capa
 request gets a sender task of its own `LEAD_S` before its time; the task sleeps on its own timer, so it
 runs in the very turn in which that timer comes due and goes straight to the request. Its lateness is
 then what the loop's lag makes it, plus the last `SPIN_BEFORE_SEND_S`, not what the sends before it left.
+Sends that fall due in one turn go out in the order the loop runs their tasks, which is not always the
+plan's: making each wait for the one before (tried) cost a turn per send in a backlog, and a starved client's
+sends then fell seconds behind. Each request's row keeps its own schedule and lateness either way.
 
 The open loop's pool is filled before the clock starts with as many connections as the schedule sends
 requests within the pool's idle limit (`pool_size`): a request beyond the 16 the pool used to hold paid a
@@ -65,25 +68,18 @@ async def open_loop(plan: Plan, session: Any, one: Callable, time_scale: float, 
         await _capped(plan.concurrency, session, one, time_scale, t_origin, lateness, todo)
         return
     tasks: list[asyncio.Future] = []
-    loop = asyncio.get_running_loop()
 
-    async def send(req: PlannedRequest, target: float, before: asyncio.Future | None, mine: asyncio.Future) -> None:
+    async def send(req: PlannedRequest, target: float) -> None:
         await _until(target)
-        if before is not None and not before.done():  # sends at one instant (their timers fire in any order)
-            await before  # go out in the plan's order; the one before has always started by now but in a tie
-        mine.set_result(None)
         lateness.append(max(0.0, await one(session, req, scheduled_s=_scheduled(target, t_origin, time_scale),
                                            target=target)))
 
-    before: asyncio.Future | None = None
     for req in todo:
         target = t_origin + (req.send_at_s or 0.0) / time_scale
         lead = target - LEAD_S - time.perf_counter()
         if lead > 0:
             await asyncio.sleep(lead)
-        mine = loop.create_future()
-        tasks.append(asyncio.ensure_future(send(req, target, before, mine)))
-        before = mine
+        tasks.append(asyncio.ensure_future(send(req, target)))
     await asyncio.gather(*tasks, return_exceptions=True)
 
 

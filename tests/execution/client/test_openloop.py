@@ -52,12 +52,14 @@ def _sends(plan: Plan) -> tuple[list[tuple[int, float, float]], list[float]]:
     return sent, asyncio.run(main())
 
 
-def test_every_request_is_sent_once_in_order_at_or_after_its_time_and_its_lateness_recorded():
+def test_every_request_is_sent_once_at_or_after_its_time_and_its_lateness_recorded():
     for cap in (None, 2):
         plan = _plan([0.0, 0.01, 0.01, 0.02, 0.06, 0.061], cap)
         sent, lateness = _sends(plan)
-        assert [i for i, _, _ in sent] == list(range(6)), cap
+        assert sorted(i for i, _, _ in sent) == list(range(6)), cap  # each once (ties in any order)
         assert all(late >= 0 for _, _, late in sent), sent  # never before its time
         if cap is None:  # uncapped: each send's schedule is the plan's
-            assert [s for _, s, _ in sent] == [r.send_at_s for r in plan.requests]
+            assert all(s == plan.requests[i].send_at_s for i, s, _ in sent), sent
+        else:  # capped: in send order, each slot at its time or when one came free
+            assert [i for i, _, _ in sent] == list(range(6))
         assert sorted(lateness) == [0.5 + i for i in range(6)]  # what `one` returned, not the task's start
