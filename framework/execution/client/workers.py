@@ -51,7 +51,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from framework.core.workload import Endpoint, Plan, PlannedRequest, Workload
-from framework.execution.client import connection, openloop
 from framework.execution.client.selfcheck import BIAS_METRICS, client_health
 
 AUTO = "auto"
@@ -328,6 +327,8 @@ def run_workers(plan: Plan, n: int, base_url: str, workload: Workload, endpoint:
         for k, s in enumerate(split_streams(streams, n)):
             shares.append(Share(worker=k, loop_id=loop_id, connections=max(1, s), streams=s, state=state))
     else:
+        from framework.execution.client import connection, openloop  # the parent's (a worker never sizes)
+
         for k, part in enumerate(split_arrivals(plan.requests, n)):
             pool = openloop.pool_size(plan, time_scale, connection.IDLE_DEFAULT_S, requests=part)
             shares.append(Share(worker=k, loop_id=loop_id, connections=pool, requests=part))
