@@ -12,10 +12,9 @@ the rounding (virtual time: docs/model.md). With a process spinning on a core be
   estimate is the model's value (`expected_metrics`).
 
 The requests are shrunk to one round per launch (64), not the streams. 40 s on two cores at load 4-5, 70 s at
-load 9-10: the
-`faults` tier. On this 2-core box at load 7-10 the old client (no retries, a 600 s idle limit) lost no request
-at speed-up 1 or 20, nor did this one at 20 (the issue's losses came at load 28-36): the test is the guard the
-issue asks for, not a reproduction of the loss.
+load 9-10: the `faults` tier. On this 2-core box at load 7-10 the old client (no retries, a 600 s idle limit)
+lost no request at speed-up 1 or 20, nor did this one at 20 (the issue's losses came at load 28-36):
+the test is the guard the issue asks for, not a reproduction of the loss.
 """
 
 from __future__ import annotations
