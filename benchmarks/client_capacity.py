@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -140,6 +141,12 @@ def find_aiperf(path: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the parent
 
 
+def pythonpath() -> str:
+    """The children's PYTHONPATH: this tree first, then whatever the caller's had (where a machine's wrapper
+    puts the framework's other wheels)."""
+    return os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
 def _pin(core: int | None):
     if core is None:
         return None
@@ -149,6 +156,20 @@ def _pin(core: int | None):
 def truth_lines(path: Path, since: int) -> list[dict[str, Any]]:
     lines = path.read_text().splitlines()[since:]
     return [json.loads(x) for x in lines if x.strip()]
+
+
+def send_lateness(lines: list[dict[str, Any]], health: dict[str, Any] | None) -> dict[str, float]:
+    """An open loop's median send lateness (ms): as the framework's client recorded it, and as the server saw it
+    (its receipt of the body against the schedule in the loop header, both CLOCK_MONOTONIC)."""
+    origin = (health or {}).get("clock_origin_s")
+    mine = ((health or {}).get("send_lateness_wall_s") or {}).get("p50")
+    seen = [x["received"] - (origin + float(m.group(1))) for x in lines
+            if origin is not None and (m := _AT.search(x.get("loop") or ""))]
+    out = {"late_client_ms": mine * 1e3} if mine is not None else {}
+    return {**out, "late_server_ms": statistics.median(seen) * 1e3} if seen else out
+
+
+_AT = re.compile(r"(?:^|;)at=([0-9.eE+-]+)")
 
 
 def truth_figures(lines: list[dict[str, Any]]) -> dict[str, Any]:
@@ -178,7 +199,7 @@ def run_framework(url: str, load: dict[str, Any], tokens: int, core: int | None,
     argv = [sys.executable, __file__, "--_child", "framework", "--url", url, "--out", str(out),
             "--tokens", str(tokens), "--requests", str(load["requests"]), "--warmup", str(load["warmup"])]
     argv += ["--_streams", str(load["streams"])] if load.get("streams") else ["--_rate", str(load["rate"])]
-    subprocess.run(argv, check=True, preexec_fn=_pin(core), env={**os.environ, "PYTHONPATH": str(ROOT)})
+    subprocess.run(argv, check=True, preexec_fn=_pin(core), env={**os.environ, "PYTHONPATH": pythonpath()})
     data = json.loads(out.read_text())
     rows = [r for r in data["rows"] if r["ok"]]
     field = [(r["e2e_s"] - r["ttft_s"]) / (r["tokens"] - 1) for r in rows
@@ -229,7 +250,7 @@ def make_tokenizer(python: str, path: Path) -> bool:
     if not Path(python).exists():
         return False
     made = subprocess.run([python, "-m", "framework.assets.tiny_hf", str(path), "--seed", "0"], capture_output=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+                          env={**os.environ, "PYTHONPATH": pythonpath()}, timeout=600)
     return made.returncode == 0 and (path / "tokenizer.json").exists()
 
 
@@ -289,11 +310,13 @@ def _fmt(row: dict[str, Any]) -> list[str]:
             (f"{row['tpot_err']:+.2%}" if "tpot_err" in row else na)
             + (f" (reads {row['read_tpot_err']:+.2%})" if "read_tpot_err" in row else ""),
             f"{row['ttft_err_ms']:+.2f}" if "ttft_err_ms" in row else na,
-            f"{row['cpu_us_tok']:.1f}" if row.get("cpu_us_tok") else na, check]
+            f"{row['cpu_us_tok']:.1f}" if row.get("cpu_us_tok") else na,
+            (f"{row['late_client_ms']:.1f} / " if "late_client_ms" in row else "- / ")
+            + (f"{row['late_server_ms']:.1f}" if "late_server_ms" in row else na), check]
 
 
 HEADER = ["client", "load", "run", "offered tok/s", "achieved tok/s", "median TPOT error", "median TTFT error (ms)",
-          "CPU us/token", "self-check flagged"]
+          "CPU us/token", "send lateness p50 (ms): client / server", "self-check flagged"]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -384,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         if server_core is not None and shutil.which("taskset"):
             sargv = ["taskset", "-c", str(server_core), *sargv]
         spec = ServerSpec(argv=sargv, host="127.0.0.1", port=port, log_path=work / "server.log",
-                          env={"PYTHONPATH": str(ROOT)}, ready_timeout_s=30)
+                          env={"PYTHONPATH": pythonpath()}, ready_timeout_s=30)
         with ServerProcess(spec):
             url = f"http://127.0.0.1:{port}"
             for rep in range(args.repeat):
@@ -409,27 +432,35 @@ def main(argv: list[str] | None = None) -> int:
                                              f"({why[0].strip()[:200]}); no row")
                                 continue
                         time.sleep(0.3)  # the server logs a request when its last token is written
-                        truth = truth_figures(truth_lines(log, since))
+                        lines = truth_lines(log, since)
+                        truth = truth_figures(lines)
                         row = {"client": client, "load": load, "repeat": rep, "order": order,
                                "achieved": truth["tok_s"],
                                "offered": offered(load, args.first_token_ms, args.interval_ms, args.tokens),
-                               **compare(measured, truth), "health": measured.get("client")}
+                               **compare(measured, truth), "health": measured.get("client"),
+                               **(send_lateness(lines, measured.get("client")) if load.get("rate") else {})}
                         results.append(row)
                         print("| " + " | ".join(_fmt(row)) + " |", flush=True)
-    text = table(results)
-    print("\n" + text)
+                        if args.md:  # after every row: a run cut short keeps what it measured
+                            write_md(args, results, notes, started, load_before, server_core, client_core)
+    print("\n" + table(results))
     for n in notes:
         print(n)
     if args.md:
-        env = (f"started {started}, load average before {load_before}, after {_load_avg()}; "
-               f"{os.cpu_count()} CPUs; server on core {server_core}, clients on core {client_core}; "
-               f"Python {sys.version.split()[0]}")
-        Path(args.md).write_text(RESULTS_MD.format(
-            table=text, notes="\n".join(f"- {n}" for n in notes), env=env,
-            command="python benchmarks/client_capacity.py " + " ".join(sys.argv[1:]),
-            commit=_commit(), first=args.first_token_ms, interval=args.interval_ms, tokens=args.tokens),
-            encoding="utf-8")
+        write_md(args, results, notes, started, load_before, server_core, client_core)
     return 0
+
+
+def write_md(args: argparse.Namespace, results: list[dict[str, Any]], notes: list[str], started: str,
+             load_before: str, server_core: int | None, client_core: int | None) -> None:
+    env = (f"started {started}, load average before {load_before}, after {_load_avg()}; "
+           f"{os.cpu_count()} CPUs; server on core {server_core}, clients on core {client_core}; "
+           f"Python {sys.version.split()[0]}")
+    Path(args.md).write_text(RESULTS_MD.format(
+        table=table(results), notes="\n".join(f"- {n}" for n in notes), env=env,
+        command="python benchmarks/client_capacity.py " + " ".join(sys.argv[1:]),
+        commit=_commit(), first=args.first_token_ms, interval=args.interval_ms, tokens=args.tokens),
+        encoding="utf-8")
 
 
 RESULTS_MD = """# Client capacity: clients against a server with a known schedule
@@ -445,7 +476,9 @@ its rows' `tpot_s`); TTFT error = client's median TTFT - the log's median first 
 receipt (so it holds what sending and the first read add); achieved = tokens the server wrote per second while
 the load was steady (from one request's duration after the first arrival to the last arrival); CPU per token =
 the framework client process's CPU time over its workload / tokens received (the other tools run as a whole
-command whose start-up would dominate: not given). The framework's self-check column is what its run said
+command whose start-up would dominate: not given); send lateness (open loop, the framework's) = its median send
+lateness as its record says and as the server saw it (its receipt of the body against the request's schedule).
+The framework's self-check column is what its run said
 (`bottleneck`; busy = the loop thread's running-or-runnable share of wall time, which decides nothing since
 criterion 2; events per socket read; the TPOT bias it gives, over 1% a flag).
 

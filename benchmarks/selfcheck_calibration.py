@@ -38,6 +38,7 @@ from client_capacity import (  # noqa: E402
     _load_avg,
     _pin,
     compare,
+    pythonpath,
     schedule_arguments,
     schedule_server_argv,
     truth_figures,
@@ -92,7 +93,7 @@ def run_one(url: str, load: dict[str, Any], workers: int, tokens: int, core: int
             "--requests", str(load["requests"]), "--warmup", str(load["warmup"]), "--_workers", str(workers)]
     argv += ["--dump", dump] if dump else []
     argv += ["--_streams", str(load["streams"])] if load.get("streams") else ["--_rate", str(load["rate"])]
-    subprocess.run(argv, check=True, preexec_fn=_pin(core), env={**os.environ, "PYTHONPATH": str(ROOT)})
+    subprocess.run(argv, check=True, preexec_fn=_pin(core), env={**os.environ, "PYTHONPATH": pythonpath()})
     data = json.loads(out.read_text())
     rows = data["rows"]
     return {"ttft": [r["ttft_s"] for r in rows if r["ttft_s"] is not None],
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         port = free_port()
         sargv = schedule_server_argv(port, args, log)
         spec = ServerSpec(argv=sargv, host="127.0.0.1", port=port, log_path=work / "server.log",
-                          env={"PYTHONPATH": str(ROOT)}, ready_timeout_s=30)
+                          env={"PYTHONPATH": pythonpath()}, ready_timeout_s=30)
         with ServerProcess(spec) as proc:
             if server_core is not None:
                 os.sched_setaffinity(proc.proc.pid, {server_core})

@@ -32,7 +32,7 @@ from framework.core.workload import (
     Workload,
     endpoint_of,
 )
-from framework.execution.client import connection
+from framework.execution.client import connection, openloop
 from framework.execution.client.capture import OutputCapture
 from framework.execution.client.plan import resolve_plan
 from framework.execution.client.request import measure_request, request_body
@@ -52,7 +52,6 @@ LOOP_HEADER = "X-Sim-Loop"
 # counts in the window's request throughput, instead of only when its read happened to come before the cancel.
 # Ending later than the window, those it lets finish are outside it anyway; no new request is sent meanwhile.
 COOLDOWN_GRACE_S = 0.05
-SPIN_BEFORE_SEND_S = 0.0012  # the event loop's timers round up to 1 ms: the last stretch before a send yields
 
 
 # --------------------------------------------------------------------------- the client's own timing
@@ -125,15 +124,22 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
     loop_id = share.loop_id if share is not None else uuid.uuid4().hex[:16]  # one loop, whichever process sends
 
     async def one(session: aiohttp.ClientSession, req: PlannedRequest, more: bool = False,
-                  scheduled_s: float | None = None, send_lateness_wall_s: float | None = None) -> None:
+                  scheduled_s: float | None = None, target: float | None = None) -> float:
+        """Send `req` and hand on its row; an open loop's (`scheduled_s`, `target` its wall send time) returns
+        its send's wall lateness, taken where the request went to the HTTP client (openloop.wall_lateness)."""
         hdrs = {**(headers or {}), LOOP_HEADER: f"id={loop_id};{_loop_tag(plan, req)}"}
         if more:
             hdrs[CLOSED_LOOP_HEADER] = "next"
+        stamp: dict[str, float] | None = None if scheduled_s is None else {}
         measured = await measure_request(session, base_url, encoded.pop(req.index), workload.request_timeout_s,
-                                         time_scale, hdrs, endpoint, t_origin,
-                                         OutputCapture(req.prompt, req.output_tokens) if workload.keep_outputs
-                                         else None)
+                                         time_scale, hdrs, endpoint, t_origin, sent=stamp,
+                                         capture=OutputCapture(req.prompt, req.output_tokens)
+                                         if workload.keep_outputs else None)
         retried[0] += measured.retries or 0
+        send_lateness_wall_s = None
+        if stamp is not None and scheduled_s is not None:
+            send_lateness_wall_s = openloop.wall_lateness(stamp, target or 0.0, measured.start_s, scheduled_s,
+                                                          time_scale)
         result = measured.completed(
             prompt_tokens=measured.prompt_tokens or req.prompt_tokens,
             scheduled_s=scheduled_s, send_lateness_wall_s=send_lateness_wall_s, phase=req.phase,
@@ -145,16 +151,23 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
             rows.append(row)
             reads.append(measured.read_events or [])
         on_row(req.index, req.phase != "measured", row)
+        return send_lateness_wall_s or 0.0
 
-    async with aiohttp.ClientSession(connector=connector) as session:
-        pool = min(len(plan.requests), plan.concurrency or 16, 256) if share is None else share.connections
+    traces = [openloop.send_stamps()] if plan.mode == "open" else []  # when each send really went out
+    async with aiohttp.ClientSession(connector=connector, trace_configs=traces) as session:
+        if share is not None:
+            pool = share.connections
+        elif plan.mode == "open":  # the requests sent within the pool's idle limit (openloop.pool_size)
+            pool = openloop.pool_size(plan, time_scale, connection.IDLE_DEFAULT_S)
+        else:
+            pool = min(len(plan.requests), plan.concurrency or 16, 256)
         await _open_connections(session, base_url, headers, pool)
         t_origin = time.perf_counter() if share is None else await share.start()
         cpu0 = (time.thread_time(), time.process_time(), _run_queue_s())
         if plan.mode == "closed":
             await _closed_loop(plan, session, one, **({} if share is None else share.closed_loop()))
         else:
-            await _open_loop(plan, session, one, time_scale, t_origin, lateness,
+            await openloop.open_loop(plan, session, one, time_scale, t_origin, lateness,
                              requests=None if share is None else share.requests)
         cpu = {"thread_s": time.thread_time() - cpu0[0], "process_s": time.process_time() - cpu0[1],
                "wall_s": time.perf_counter() - t_origin}
@@ -275,38 +288,6 @@ async def _closed_loop(plan: Plan, session: Any, one: Callable, state: Any = Non
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     waiter.cancel()
-
-
-async def _open_loop(plan: Plan, session: Any, one: Callable, time_scale: float, t_origin: float,
-                     lateness: list[float], requests: list[PlannedRequest] | None = None) -> None:
-    """Send each request (of `requests`, a worker's share; default the plan's) at its scheduled time (model
-    seconds / time_scale after the start)."""
-    limit = asyncio.Semaphore(plan.concurrency) if plan.concurrency else None
-    tasks = []
-
-    async def send(req: PlannedRequest, scheduled: float) -> None:
-        ready = time.perf_counter()
-        late = ready - scheduled
-        lateness.append(max(0.0, late))
-        try:
-            await one(session, req, scheduled_s=round((scheduled - t_origin) * time_scale, 7),
-                      send_lateness_wall_s=round(late, 7))
-        finally:
-            if limit is not None:
-                limit.release()
-
-    for req in plan.requests if requests is None else requests:
-        target = t_origin + (req.send_at_s or 0.0) / time_scale
-        delay = target - time.perf_counter()
-        if delay > SPIN_BEFORE_SEND_S:
-            await asyncio.sleep(delay - SPIN_BEFORE_SEND_S)
-        while time.perf_counter() < target:
-            await asyncio.sleep(0)
-        if limit is not None:
-            await limit.acquire()
-            target = max(target, time.perf_counter())  # waiting for a free slot is the design's, not lateness
-        tasks.append(asyncio.ensure_future(send(req, target)))
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _open_connections(session: Any, base_url: str, headers: dict[str, str] | None, n: int) -> None:

@@ -130,11 +130,14 @@ _LOG_ATTR = "_framework_arrivals"
 async def measure_request(session: Any, base_url: str, body: dict[str, Any] | bytes, timeout_s: float,
                           time_scale: float = 1.0, headers: dict[str, str] | None = None,
                           endpoint: Endpoint = "generate", t_origin: float | None = None,
+                          sent: dict[str, float] | None = None,
                           capture: OutputCapture | None = None) -> RequestRow:
     """Send one streaming request and time every event; never raises for server-side trouble.
 
     `session` is an aiohttp ClientSession; `body` a JSON body, or its bytes (encoded before the clock
-    started); `t_origin` (perf_counter) dates the send on the launch's clock (`start_s`, model seconds);
+    started); `t_origin` (perf_counter) dates the send on the launch's clock (`start_s`, model seconds).
+    `sent`: a dict the session's trace stamps when the request's headers are written (the open loop's
+    lateness, framework.execution.client.openloop.send_stamps); cleared before each attempt.
     `capture` keeps what it generated (client.capture; an outputs prediction's), in the row's `output`.
     """
     import aiohttp
@@ -153,12 +156,15 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
     sender, fresh, retries = session, None, 0
     while True:  # once, or again on a fresh connection after one that failed before any response byte
         sent_at = datetime.now(timezone.utc).isoformat()
+        if sent is not None:
+            sent.clear()  # a retry's stamp is its own send's (its fresh session has no trace: none)
+        traced = {} if sent is None or sender is not session else {"trace_request_ctx": sent}
         t0 = time.perf_counter()
         responded = False
         last_read: float | None = None  # when the stream's last bytes arrived (the request's end, below)
         try:
             async with sender.post(base_url + ENDPOINT_PATHS[endpoint], data=payload, headers=send_headers,
-                                   timeout=timeout) as resp:
+                                   timeout=timeout, **traced) as resp:
                 responded = True
                 connection.learn(session, getattr(resp, "headers", None))
                 if resp.status != 200:

@@ -327,9 +327,11 @@ def run_workers(plan: Plan, n: int, base_url: str, workload: Workload, endpoint:
         for k, s in enumerate(split_streams(streams, n)):
             shares.append(Share(worker=k, loop_id=loop_id, connections=max(1, s), streams=s, state=state))
     else:
+        from framework.execution.client import connection, openloop  # the parent's (a worker never sizes)
+
         for k, part in enumerate(split_arrivals(plan.requests, n)):
-            shares.append(Share(worker=k, loop_id=loop_id, connections=max(1, min(len(part), 16, 256)),
-                                requests=part))
+            pool = openloop.pool_size(plan, time_scale, connection.IDLE_DEFAULT_S, requests=part)
+            shares.append(Share(worker=k, loop_id=loop_id, connections=pool, requests=part))
     procs, conns = [], []
     measured: list[dict[str, Any]] = []
     raws: dict[int, dict[str, Any]] = {}
