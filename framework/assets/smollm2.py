@@ -130,20 +130,36 @@ def locate(*, cache: Path | None = None) -> ModelFile:
     return verify(path, cache=cache)
 
 
+HF_NAMES = {f"{NAME}-hf-float32": "float32", f"{NAME}-hf-bfloat16": "bfloat16"}  # framework.assets.smollm2_hf
+
+
 def resolve_model_path(model_path: str, file: str | Path) -> str:
     """An experiment's `model_path`: `asset:smollm2` becomes the verified file's path; anything else is kept.
 
+    `asset:smollm2-hf-float32` / `asset:smollm2-hf-bfloat16` become the cached Hugging Face conversion of
+    the verified file (framework.assets.smollm2_hf), which must have been made first: converting needs
+    torch and transformers and takes a minute, so a run never does it behind the user's back.
     `file` names the experiment in the error: an unknown asset name says which names exist.
     """
     if not model_path.startswith(ASSET_PREFIX):
         return model_path
     name = model_path.removeprefix(ASSET_PREFIX)
-    if name != NAME:
-        raise SpecError(file, "model_path", f"unknown asset {name!r}; allowed: {ASSET_PREFIX}{NAME}")
+    allowed = ", ".join(ASSET_PREFIX + n for n in (NAME, *HF_NAMES))
+    if name != NAME and name not in HF_NAMES:
+        raise SpecError(file, "model_path", f"unknown asset {name!r}; allowed: {allowed}")
     try:
-        return str(locate().path)
+        found = locate()
     except SpecError as exc:
         raise SpecError(file, "model_path", f"{model_path}: {exc.message}") from None
+    if name == NAME:
+        return str(found.path)
+    from framework.assets import smollm2_hf
+
+    directory = smollm2_hf.cache_dir(found.sha256, HF_NAMES[name])
+    if smollm2_hf.manifest(directory) is None:
+        raise SpecError(file, "model_path", f"{model_path}: not converted yet; run: python -m "
+                                            f"framework.assets.smollm2_hf --dtype {HF_NAMES[name]}")
+    return str(directory)
 
 
 def main(argv: list[str] | None = None) -> int:
