@@ -62,7 +62,7 @@ class Executor:
                  batch1_gemv: str = "compiled", drafter: str = "model", weights: str | None = None) -> None:
         self.group, self.device, self.k = group, group.device, draft_tokens
         self.target = Llama(shape, seed=seed, tp_rank=group.rank, tp_size=group.size, device=self.device,
-                            dtype=dtype, all_reduce=group.all_reduce, context=context)
+                            dtype=dtype, all_reduce=group.all_reduce, context=context, random_init=weights is None)
         self.weights_info = load_into(self.target, weights) if weights else None
         self.tcache = self.target.new_cache(max_rows)
         self.draft: Llama | None = None
