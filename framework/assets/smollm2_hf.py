@@ -73,7 +73,12 @@ def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
 
 
 def _field(reader: Any, key: str) -> Any:
-    return reader.fields[key].contents()
+    """A scalar or string metadata value (``ReaderField.contents()`` where the gguf package has it)."""
+    f = reader.fields[key]
+    if hasattr(f, "contents"):
+        return f.contents()
+    value = f.parts[f.data[0]]  # older gguf: the raw parts (a string is its bytes)
+    return bytes(value).decode("utf-8") if value.dtype == np.uint8 else value.tolist()[0]
 
 
 def hf_config(reader: Any) -> dict[str, Any]:
@@ -119,7 +124,7 @@ def hf_name(gguf_name: str) -> str:
 
 def hf_tensors(reader: Any, config: dict[str, Any]) -> dict[str, np.ndarray]:
     """Every GGUF tensor dequantized to float32 under its Hugging Face name, Q/K rows unpermuted."""
-    from gguf import dequantize
+    from gguf.quants import dequantize
 
     out: dict[str, np.ndarray] = {}
     for t in reader.tensors:
