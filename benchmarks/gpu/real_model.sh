@@ -5,7 +5,7 @@
 #
 # Run from the root of a git clone of the tree (records name the commit). Expected: about 250 s on one
 # H200 (conversion ~20 s; gpu_smollm2_fused_outputs, 6 launches, ~100 s with the fused path's first compile;
-# gpu_smollm2_ngram, 12 launches, ~120 s), not measured yet. Every step is bounded by `timeout`: 60 + 110 +
+# gpu_smollm2_ngram, 12 launches, ~120 s), not measured yet. Every step is bounded by `timeout`: 45 + 125 +
 # 130 s (LIMIT_FUSED, LIMIT_NGRAM override the last two), so at most 300 s plus the audit. A run cut by its
 # limit keeps its launches and says `resume=...`: a second call with RESUME_FUSED / RESUME_NGRAM set to those
 # run directories finishes it instead of starting again.
@@ -50,7 +50,7 @@ if [ "$DEVICE" = cuda ] && ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cu
 fi
 
 say "1/4 checking and converting the GGUF (bf16)"
-conv=$(timeout 60 "$PY" -m framework.assets.smollm2_hf --dtype bfloat16 --verify) \
+conv=$(timeout 45 "$PY" -m framework.assets.smollm2_hf --dtype bfloat16 --verify) \
   || { echo "real_model.sh: conversion failed" >&2; exit 1; }
 dir=${conv% *}; digest=${conv##* }
 cp "$dir/framework-conversion.json" "$RESULTS/conversion.json"
@@ -79,7 +79,7 @@ run() {  # one registered hypothesis through the framework's normal path (resume
 }
 status=0
 say "2/4 fused vs reference"
-run gpu_smollm2_fused_outputs "${LIMIT_FUSED:-110}" "${RESUME_FUSED:-}" || status=1
+run gpu_smollm2_fused_outputs "${LIMIT_FUSED:-125}" "${RESUME_FUSED:-}" || status=1
 say "3/4 NGRAM speculation"
 run gpu_smollm2_ngram "${LIMIT_NGRAM:-130}" "${RESUME_NGRAM:-}" || status=1
 
