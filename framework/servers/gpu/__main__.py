@@ -30,7 +30,7 @@ import torch  # noqa: E402
 import uvicorn  # noqa: E402
 
 from framework.servers.api.server import Metrics, ServerState, build_request_models, create_app  # noqa: E402
-from framework.servers.gpu import build, comm, hardware, shapes  # noqa: E402
+from framework.servers.gpu import build, comm, hardware, hf_weights, shapes  # noqa: E402
 from framework.servers.gpu.args import GpuServerArgs, parse_server_args  # noqa: E402
 from framework.servers.gpu.engine import Driver, GpuEngine, SpecConfig, worker_loop  # noqa: E402
 from framework.servers.gpu.executor import Executor, graph_batch_sizes  # noqa: E402
@@ -71,7 +71,8 @@ def _spec(args: GpuServerArgs) -> SpecConfig | None:
     if args.speculative_algorithm is None:
         return None
     k = args.num_draft_tokens
-    return SpecConfig(num_steps=k - 1, topk=1, num_draft_tokens=k, accept_rate=args.speculative_accept_rate)
+    return SpecConfig(num_steps=k - 1, topk=1, num_draft_tokens=k, accept_rate=args.speculative_accept_rate,
+                      algorithm="NGRAM" if args.speculative_algorithm == "NGRAM" else "EAGLE")
 
 
 def fused_decode(args: GpuServerArgs, device: str) -> bool:
@@ -106,9 +107,12 @@ def build_executor(args: GpuServerArgs, rank: int, seed: int) -> Executor:
     ex = Executor(shape, seed=seed, group=group, dtype=dtype, context=args.context_length,
                   max_rows=args.max_running_requests, draft_tokens=k, fused=fused_decode(args, device),
                   compile_mode=args.torch_compile_mode, overlap=not args.disable_overlap_schedule,
-                  batch1_gemv=args.batch1_gemv)
+                  batch1_gemv=args.batch1_gemv, drafter="ngram" if spec and spec.algorithm == "NGRAM" else "model",
+                  weights=args.model_path if hf_weights.has_weights(args.model_path) else None)
+    draft = "none" if not k else "n-gram lookup" if spec and spec.algorithm == "NGRAM" else "1 layer"
     log.info(f"Load weight end. shape={shape.name} params={shape.params() / 1e9:.2f}B dtype={dtype} "
-             f"draft={'1 layer' if k else 'none'} ({time.perf_counter() - t0:.1f} s)")
+             f"weights={'safetensors' if ex.weights_info else 'random'} draft={draft} "
+             f"({time.perf_counter() - t0:.1f} s)")
     if args.enable_torch_symm_mem:
         bs = max(graph_batch_sizes(args.cuda_graph_max_bs or args.max_running_requests))
         comm.enable_symm_mem(group, max(bs, args.max_running_requests) * max(1, k) * shape.hidden_size, dtype)
@@ -155,12 +159,17 @@ def _spawn_workers(argv: list[str], args: GpuServerArgs, seed: int) -> tuple[lis
 
 def backend_info(args: GpuServerArgs, spec: SpecConfig | None, device: torch.device) -> dict[str, Any]:
     shape = shapes.resolve(args.model_path)
+    real = hf_weights.has_weights(args.model_path)
+    ngram = spec is not None and spec.algorithm == "NGRAM"
     return {
         "backend": "gpu",
         "version": f"framework-gpuserver (torch {torch.__version__})",
         "cuda_graph_max_bs": min(args.cuda_graph_max_bs or args.max_running_requests, args.max_running_requests),
         "gpu_server": {
-            "shape": shape.model_dump(), "params": shape.params(), "weights": "random, seeded",
+            "shape": shape.model_dump(), "params": shape.params(),
+            "weights": "safetensors" if real else "random, seeded",
+            # the converted directory's identity (framework.assets.smollm2_hf's manifest) when it has one
+            "weights_digest": hf_weights.conversion_digest(args.model_path) if real else None,
             "all_reduce": ("none" if args.tp_size == 1 else
                            "symm_mem_one_shot" if args.enable_torch_symm_mem else "nccl"),
             "cuda_graphs": device.type == "cuda" and not args.disable_cuda_graph,
@@ -171,9 +180,11 @@ def backend_info(args: GpuServerArgs, spec: SpecConfig | None, device: torch.dev
             "build": build.facts(args.torch_compile_mode, args.batch1_gemv, fused_decode(args, device.type)),
             "overlap_schedule": (not args.disable_overlap_schedule and args.tp_size == 1
                                  and args.speculative_algorithm is None),
-            "speculative_acceptance": "declared" if spec else None,
-            "speculative_accept_rate": spec.accept_rate if spec else None,
-            "draft_model": f"{shape.name}-draft (1 layer)" if spec else None,
+            "speculative_algorithm": spec.algorithm if spec else None,
+            "speculative_acceptance": "greedy verification" if ngram else "declared" if spec else None,
+            "speculative_accept_rate": spec.accept_rate if spec and not ngram else None,
+            "draft_model": "n-gram lookup (prompt and output)" if ngram else f"{shape.name}-draft (1 layer)" if spec
+            else None,
         },
         "hardware": hardware.facts(device, args.tp_size),
     }
@@ -249,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     engine = GpuEngine(vocab=shape.vocab_size, context=args.context_length, max_rows=args.max_running_requests,
                        seed=seed, spec=spec, load=load, on_ready=lambda: None, on_fail=lambda exc: None,
                        prefill_tokens=args.chunked_prefill_size)
+    if hf_weights.has_weights(args.model_path):  # text prompts become the real model's own tokens
+        engine.tokenize = hf_weights.tokenizer(args.model_path)
     metrics = Metrics({"model_name": args.served_model_name or args.model_path}) if args.enable_metrics else None
     state = ServerState(args=args, engine=engine, seed=seed, backend_info=backend_info(args, spec, device),
                         metrics=metrics)

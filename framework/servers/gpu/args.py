@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from framework.servers.api.args import SglangLaunchArgs
 
@@ -14,7 +14,7 @@ class GpuServerArgs(SglangLaunchArgs):
     """SGLang's ServerArgs subset this server implements, plus its own options."""
 
     enable_torch_symm_mem: bool = False
-    speculative_algorithm: Literal["EAGLE", "EAGLE3", "NEXTN"] | None = None
+    speculative_algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "NGRAM"] | None = None
     speculative_draft_model_path: str | None = None
     speculative_num_steps: int | None = Field(None, ge=1)
     speculative_eagle_topk: int | None = Field(None, ge=1, le=1)
@@ -40,6 +40,12 @@ class GpuServerArgs(SglangLaunchArgs):
     worker_rank: int = Field(0, ge=0)
     dist_init_method: str | None = None
 
+    @model_validator(mode="after")
+    def _ngram_at_tp1(self) -> "GpuServerArgs":
+        if self.speculative_algorithm == "NGRAM" and self.tp_size != 1:
+            raise ValueError("--speculative-algorithm NGRAM runs at --tp-size 1")
+        return self
+
     @property
     def num_draft_tokens(self) -> int:
         """Tokens per verify pass: the draft's chain plus the last accepted token (topk 1)."""
@@ -51,17 +57,21 @@ class GpuServerArgs(SglangLaunchArgs):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m framework.servers.gpu",
-        description="A real GPU server behind SGLang's API: a Llama-shaped decoder with seeded random weights.",
+        description="A real GPU server behind SGLang's API: a Llama-shaped decoder with seeded random weights, or a "
+                    "Hugging Face Llama directory's safetensors.",
     )
     p.add_argument("--model-path", "--model", dest="model_path", required=True,
-                   help="tiny, llama-1b, llama-8b (or their Hugging Face names), or a directory with config.json")
+                   help="tiny, llama-1b, llama-8b (or their Hugging Face names), or a directory with config.json "
+                        "(and, for real weights, *.safetensors and a tokenizer.json)")
     p.add_argument("--tokenizer-path")
     p.add_argument("--tp-size", "--tp", dest="tp_size", type=int, default=1)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--enable-torch-symm-mem", action="store_true",
                    help="all-reduce through torch symmetric memory, one-shot (never multicast)")
-    p.add_argument("--speculative-algorithm", choices=("EAGLE", "EAGLE3", "NEXTN"))
+    p.add_argument("--speculative-algorithm", choices=("EAGLE", "EAGLE3", "NEXTN", "NGRAM"),
+                   help="EAGLE/EAGLE3/NEXTN: a one-layer draft model, acceptance declared; NGRAM: drafts by n-gram "
+                        "lookup in the prompt and output, accepted by the target's own greedy tokens (TP1)")
     p.add_argument("--speculative-draft-model-path", help="ignored: the draft is one layer of the target's shape")
     p.add_argument("--speculative-num-steps", type=int)
     p.add_argument("--speculative-eagle-topk", type=int)

@@ -19,6 +19,13 @@ probability ``--speculative-accept-rate`` until the first rejection (one generat
 from the server's seed and the prompt, so the same prompt gives the same output). The verify pass itself is real
 and full-width; the tokens emitted are the accepted drafts plus the target's own next token.
 ``/get_server_info`` says ``speculative_acceptance: declared``.
+
+N-gram speculation (``--speculative-algorithm NGRAM``, TP1): no draft model and nothing declared. Each step the
+engine drafts ``k - 1`` tokens per request from its own prompt and output (:mod:`~framework.servers.gpu.ngram`),
+the executor runs the verify pass, and the longest prefix of drafts equal to the target's greedy tokens plus the
+target's next token is emitted: greedy outputs are those of plain decoding. A request with fewer proposals pads
+its drafts (never accepted). Each response's ``meta_info`` carries SGLang's ``spec_verify_ct``,
+``spec_draft_token_num`` and ``spec_accept_token_num``; ``/get_server_info`` the server's totals.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import numpy as np
 import torch
 
 from framework.servers.api.request import Chunk, SimRequest, append_token
+from framework.servers.gpu import ngram
 from framework.servers.gpu.executor import Executor, Launched
 
 log = logging.getLogger("framework.servers.gpu")
@@ -49,6 +57,7 @@ class SpecConfig:
     topk: int
     num_draft_tokens: int
     accept_rate: float
+    algorithm: str = "EAGLE"  # NGRAM: drafts by n-gram lookup, accepted by the target's own greedy tokens
 
 
 class Driver:
@@ -71,9 +80,12 @@ class Driver:
         self._send(PREFILL, row, len(ids), ids)
         return self.ex.prefill(row, ids)
 
-    def step(self, tokens: list[int], positions: list[int]) -> list[list[int]]:
+    def step(self, tokens: list[int], positions: list[int], drafts: list[list[int]] | None = None
+             ) -> list[list[int]]:
+        if drafts is not None and self.group.size > 1:
+            raise RuntimeError("n-gram speculation runs at TP1")
         self._send(STEP, len(tokens), 0, tokens + positions)
-        return self.ex.step(tokens, positions)
+        return self.ex.step(tokens, positions, drafts)
 
     def prefill_many(self, row0: int, prompts: list[list[int]]) -> list[int]:
         """One padded forward at TP1; at TP > 1 one prefill command per prompt (the command buffer holds one)."""
@@ -128,6 +140,7 @@ class _Live:
     rng: np.random.Generator  # the request's acceptance draws: the same prompt gives the same output
     pos: int = 0    # cache positions filled
     last: int = 0   # the newest token, not yet in the cache
+    prompt: tuple[int, ...] = ()  # the n-gram drafter looks up the prompt and the output
 
 
 class GpuEngine:
@@ -150,6 +163,8 @@ class GpuEngine:
         self.num_running = self.num_waiting = 0
         self.last_gen_throughput = 0.0
         self._accept_hist: deque[float] = deque(maxlen=64)
+        self.spec_draft_token_num = self.spec_accept_token_num = self.spec_verify_ct = 0  # server totals (NGRAM)
+        self.tokenize: Callable[[str], list[int]] | None = None  # the real model's tokenizer, for text prompts
         self.steps = 0
         # the overlap scheduler (TP1 without speculation; the driver says): the step on the device and its batch
         self.overlap = False
@@ -211,6 +226,8 @@ class GpuEngine:
     def _prompt(self, req: SimRequest) -> list[int]:
         if req.prompt_ids is not None:
             ids = [int(t) % self.vocab for t in req.prompt_ids]
+        elif self.tokenize is not None and req.prompt_text is not None:  # real weights: the model's own tokens
+            ids = self.tokenize(req.prompt_text) or [0]
         else:
             ids = [int(t) for t in np.random.default_rng(req.seed).integers(0, self.vocab, req.prompt_tokens)]
         width = self.spec.num_draft_tokens if self.spec else 1
@@ -249,7 +266,8 @@ class GpuEngine:
                     batch.append((self._waiting.pop(0), ids))
                 firsts = self.driver.prefill_many(len(self._running), [ids for _, ids in batch])
                 for (req, ids), first in zip(batch, firsts, strict=True):
-                    live = _Live(req, np.random.default_rng([self.seed, req.seed]), pos=len(ids), last=first)
+                    live = _Live(req, np.random.default_rng([self.seed, req.seed]), pos=len(ids), last=first,
+                                 prompt=tuple(ids))
                     self._running.append(live)
                     self._emit(live, [first])
             self.num_waiting = len(self._waiting)
@@ -306,11 +324,30 @@ class GpuEngine:
     def _decode(self) -> None:
         assert self.driver is not None
         t0 = time.perf_counter()
-        out = self.driver.step([live.last for live in self._running], [live.pos for live in self._running])
+        ngram_drafts: list[list[int]] = []
+        if self.spec is not None and self.spec.algorithm == "NGRAM":
+            k = self.spec.num_draft_tokens
+            ngram_drafts = [ngram.propose([*live.prompt, *live.req.output_ids], k - 1) for live in self._running]
+            padded = [d + [d[-1] if d else live.last] * (k - 1 - len(d))
+                      for d, live in zip(ngram_drafts, self._running, strict=True)]
+            out = self.driver.step([live.last for live in self._running], [live.pos for live in self._running],
+                                   padded)
+        else:
+            out = self.driver.step([live.last for live in self._running], [live.pos for live in self._running])
         emitted = 0
-        for live, toks in zip(self._running, out, strict=False):
+        for i, (live, toks) in enumerate(zip(self._running, out, strict=False)):
             if self.spec is None:
                 new = toks
+            elif self.spec.algorithm == "NGRAM":
+                drafts = ngram_drafts[i]
+                new = ngram.accept(drafts, toks[:len(drafts) + 1])
+                r = live.req
+                r.verify_ct += 1
+                r.spec_draft_token_num += len(drafts)
+                r.spec_accept_token_num += len(new) - 1
+                self.spec_verify_ct += 1
+                self.spec_draft_token_num += len(drafts)
+                self.spec_accept_token_num += len(new) - 1
             else:
                 k = self.spec.num_draft_tokens
                 drafts, verified = toks[:k - 1], toks[k - 1:]
@@ -362,6 +399,7 @@ class GpuEngine:
             index=r.chunks, new_tokens=n, completion_tokens=len(r.output_ids), output_ids=list(r.output_ids),
             text=r.text, finished=r.finished, finish_reason=finish, e2e_latency=now - r.arrival_perf,
             t_due_wall=self.wall(now), spec_verify_ct=r.verify_ct,
+            spec_draft_token_num=r.spec_draft_token_num, spec_accept_token_num=r.spec_accept_token_num,
         )
         r.chunks += 1
         r.loop.call_soon_threadsafe(r.queue.put_nowait, chunk)

@@ -16,7 +16,11 @@ an event that releases the GIL. The host writes the inputs (:meth:`set_batch`) o
 
 The speculative step is EAGLE's chain (topk 1): the draft model proposes ``k - 1`` tokens one at a
 time, then the target scores the last accepted token and the ``k - 1`` drafts in one verify pass of
-``k`` tokens. Greedy argmax on real logits everywhere.
+``k`` tokens. Greedy argmax on real logits everywhere. With ``drafter="ngram"`` there is no draft model: the
+engine proposes the ``k - 1`` drafts (:mod:`~framework.servers.gpu.ngram`) and the step is the verify pass alone.
+
+``weights`` (a Hugging Face directory with safetensors) replaces the target's seeded random weights by real
+ones (:mod:`~framework.servers.gpu.hf_weights`) before anything is compiled or captured.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import torch
 
 from framework.servers.gpu.comm import TPGroup
 from framework.servers.gpu.fused import FusedDecoder
+from framework.servers.gpu.hf_weights import load_into
 from framework.servers.gpu.model import Llama
 from framework.servers.gpu.shapes import Shape, draft_shape
 
@@ -54,13 +59,15 @@ class Executor:
     def __init__(self, shape: Shape, *, seed: int, group: TPGroup, dtype: torch.dtype, context: int,
                  max_rows: int, draft_tokens: int = 0, fused: bool = False,
                  compile_mode: str = "max-autotune-no-cudagraphs", overlap: bool = False,
-                 batch1_gemv: str = "compiled") -> None:
+                 batch1_gemv: str = "compiled", drafter: str = "model", weights: str | None = None) -> None:
         self.group, self.device, self.k = group, group.device, draft_tokens
         self.target = Llama(shape, seed=seed, tp_rank=group.rank, tp_size=group.size, device=self.device,
-                            dtype=dtype, all_reduce=group.all_reduce, context=context)
+                            dtype=dtype, all_reduce=group.all_reduce, context=context, random_init=weights is None)
+        self.weights_info = load_into(self.target, weights) if weights else None
         self.tcache = self.target.new_cache(max_rows)
         self.draft: Llama | None = None
-        if draft_tokens:
+        self.drafter = drafter
+        if draft_tokens and drafter == "model":
             self.draft = Llama(draft_shape(shape), seed=seed + 1, device=self.device, dtype=dtype, context=context)
             self.dcache = self.draft.new_cache(max_rows)
         self.max_rows = max_rows
@@ -135,17 +142,30 @@ class Executor:
         verified = self.target(seq, positions, self.tcache).argmax(-1)
         return torch.cat(drafts, dim=1), verified
 
+    def _verify_fn(self, bs: int) -> tuple[torch.Tensor, ...]:
+        """The n-gram step: the target scores the last token and the host's ``k - 1`` drafts (in ``tok``)."""
+        positions = self.pos[:bs] + torch.arange(self.k, device=self.device).unsqueeze(0)
+        return (self.target(self.tok[:bs, :self.k], positions, self.tcache).argmax(-1),)
+
     @property
     def _fn(self) -> Callable[[int], tuple[torch.Tensor, ...]]:
-        return self._spec_fn if self.k else self._decode_fn
+        if not self.k:
+            return self._decode_fn
+        return self._verify_fn if self.drafter == "ngram" else self._spec_fn
 
     @torch.inference_mode()
-    def step(self, tokens: list[int], positions: list[int]) -> list[list[int]]:
-        """One decode step (``[[next]] * B``) or speculative step (``[drafts, verified]`` per request)."""
+    def step(self, tokens: list[int], positions: list[int], drafts: list[list[int]] | None = None
+             ) -> list[list[int]]:
+        """One decode step (``[[next]] * B``), speculative step (``[drafts, verified]`` per request) or, with the
+        n-gram drafter, verify pass of the given ``drafts`` (``k - 1`` per row; ``[verified]`` per request)."""
         B = len(tokens)
         bs = next((b for b in sorted(self.graphs) if b >= B), None)
         n = bs or B
         self.tok[:B, 0] = torch.tensor(tokens, dtype=torch.long, device=self.device)
+        if self.drafter == "ngram" and self.k:
+            if drafts is None or any(len(d) != self.k - 1 for d in drafts):
+                raise ValueError(f"the n-gram step takes {self.k - 1} drafts per row")
+            self.tok[:B, 1:self.k] = torch.tensor(drafts, dtype=torch.long, device=self.device)
         self.pos[:B, 0] = torch.tensor(positions, dtype=torch.long, device=self.device)
         if n > B:
             self.pos[B:n] = 0
@@ -157,6 +177,8 @@ class Executor:
         host = [o[:B].tolist() for o in self._to_host(outs, B)]
         if not self.k:
             return [[t] for t in host[0]]
+        if self.drafter == "ngram":
+            return host[0]
         return [d + v for d, v in zip(host[0], host[1], strict=False)]
 
     # ----------------------------------------------------------------- overlapped decode (TP1, no speculation)

@@ -78,7 +78,7 @@ class Llama(torch.nn.Module):
 
     def __init__(self, shape: Shape, *, seed: int, tp_rank: int = 0, tp_size: int = 1,
                  device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
-                 all_reduce: AllReduce = _no_reduce, context: int = 512) -> None:
+                 all_reduce: AllReduce = _no_reduce, context: int = 512, random_init: bool = True) -> None:
         super().__init__()
         s, d = shape, shape.dim_head
         for what, n in (("num_attention_heads", s.num_attention_heads), ("num_key_value_heads", s.num_key_value_heads),
@@ -96,10 +96,12 @@ class Llama(torch.nn.Module):
             return w.chunk(tp_size, dim=dim)[tp_rank].contiguous()
 
         def full(layer: int, name: str, shape_: tuple[int, int], fan_in: int) -> torch.Tensor:
+            if not random_init:  # real weights follow (hf_weights.load_into): skip the draw, keep the layout
+                return torch.empty(shape_, device=device, dtype=dtype)
             return _weight(seed, layer, name, shape_, 1.0 / math.sqrt(fan_in), device, dtype)
 
-        self.embed = _weight(seed, -1, "embed", (s.vocab_size, h), 1.0, device, dtype)
-        self.lm_head = _weight(seed, -1, "lm_head", (s.vocab_size, h), 1.0 / math.sqrt(h), device, dtype)
+        self.embed = full(-1, "embed", (s.vocab_size, h), 1)
+        self.lm_head = full(-1, "lm_head", (s.vocab_size, h), h)
         self.norm = torch.ones(h, device=device, dtype=dtype)
         self.layers: list[dict[str, torch.Tensor]] = []
         for i in range(s.num_hidden_layers):
