@@ -144,6 +144,7 @@ def decode_step(profile: Profile, args: SimServerArgs, batch: int) -> StepCost:
         es = args.engine_settings
         total = twin_steps.decode_us(profile.twin, tokens, threads=es.threads if es else None, tp=args.tp_size,
                                speculative=spec is not None)
+        total *= args.sim_decode_slowdown
         return StepCost(total, total, total, 0.0, "twin", tokens)
     comp = interp(profile.compute_us.decode, tokens)
     impl, a = allreduce(profile, args, tokens * m.bytes_per_token)
@@ -157,6 +158,7 @@ def decode_step(profile: Profile, args: SimServerArgs, batch: int) -> StepCost:
         per_layer = comp + ar + launch - saved  # verify: latency-bound, no overlap
         draft = spec.num_steps * (profile.spec.draft_step_us + profile.spec.draft_step_us_per_extra_req * (batch - 1))
         total = m.num_layers * per_layer + profile.forward_overhead_us + draft + profile.spec.overhead_us
+    total *= args.sim_decode_slowdown  # the planted-regression test knob (1.0: off)
     return StepCost(total, per_layer, comp, ar, impl, tokens)
 
 
