@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from rich.markup import escape
 
 from framework.analysis import bisect as an
@@ -41,7 +41,9 @@ from framework.present.progress import RunProgress, make_console
 from framework.records import environment, ledger, registration
 from framework.records.models import BisectRecord, HypothesisRef, TrialsRef
 from framework.records.registration import analysis_settings
-from framework.run.resolve import Resolved, precheck_one
+from framework.run.compose import compose
+from framework.run.redaction import literal_secret
+from framework.run.resolve import Resolved, load_pair, precheck_one
 from framework.run.session import Launched, Session, Step, drive, open_context
 from framework.run.writer import now_iso
 
@@ -97,6 +99,14 @@ def check_versions(setup_h: Hypothesis, h_path: Path, cwd: Path) -> Path | None:
 
 def resolve_bisect(overrides: list[str], cwd: Path) -> BisectSetup:
     """The bisection of `overrides` (hypothesis=NAME and run config keys), checked before any server starts."""
+    secret = literal_secret(overrides)
+    if secret:
+        raise ConfigError("command line", *secret)
+    first = compose([o for o in overrides if not o.startswith("-")])
+    if not OmegaConf.is_missing(first, "hypothesis"):  # the versions in the words of the file, before the rest
+        h, h_path, _ = load_pair(first)
+        if h.bisect is not None:
+            check_versions(h, h_path, cwd)
     cfg, resolved = precheck_one(overrides, "bisect", bisect=True)
     ledger_path = Path(cfg.ledger)
     repo = check_versions(resolved.hypothesis, resolved.hypothesis_path, cwd)
