@@ -39,4 +39,4 @@ def main(args: list[str]) -> int:
     if problem:
         raise ConfigError("command line", "run_dir", problem)
     summary = bisect(setup, run_dir, cwd)
-    return EXIT_OK if summary["outcome"] in ("named", "no_change") else EXIT_NO_DATA
+    return EXIT_OK if summary["outcome"] in ("named", "no_change") else EXIT_NO_DATA  # undecided, failed, stopped

@@ -70,6 +70,9 @@ class BisectBlock(_Strict):
     block: int = Field(2, ge=1, le=100)  # launches added per look after that
     max_launches: int = Field(60, ge=2, le=1000)  # per version; a probe still undecided there ends the bisection
     max_failures: int = Field(3, ge=1, le=100)  # failed launches of one version before the bisection gives up
+    # a wall-clock budget (seconds): no launch starts after it is spent, and the bisection ends "stopped" with what
+    # it has decided so far (a device session's time; the audit checks the replay had not finished there)
+    max_seconds: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _consistent(self) -> "BisectBlock":

@@ -25,6 +25,8 @@ def recompute(rec: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]
     h: Hypothesis = validate_model(Hypothesis, parse_yaml(content, "record"), "record")
     ruleset = RULESETS.get(int(rec.get("rules_version") or 0))
     st = an.state_of(h, rows, ruleset)
+    if rec.get("outcome") == "stopped" and not st.done:  # its time budget ended it before the replay finished
+        st.outcome, st.reason = "stopped", str(rec.get("reason") or "")
     return an.summary(h, st, an.version_data(h, rows, ruleset))
 
 

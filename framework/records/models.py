@@ -176,7 +176,7 @@ class BisectRecord(_Record):
     registration: str | None = None  # hash of the registration (or amendment) in force
     backend: str
     bisect_id: str
-    outcome: str  # named, no_change, undecided, failed
+    outcome: str  # named, no_change, undecided, failed, stopped (its max_seconds spent)
     reason: str = ""
     first_bad: str | None = None
     last_good: str | None = None

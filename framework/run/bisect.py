@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import subprocess
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -176,12 +177,18 @@ class Bisection:
         self.spent = Spent()
         self.state: an.State | None = None
         self.seen = 0
+        self.started = time.monotonic()
+        self.stopped: str | None = None
 
     def next(self, trials: Trials) -> list[Step]:
         st = an.state_of(self.h, trials.rows)
         self.state = st
         self._note(st)
         if st.done:
+            return []
+        if self.b.max_seconds is not None and time.monotonic() - self.started >= self.b.max_seconds:
+            self.stopped = f"the time budget max_seconds {self.b.max_seconds:g} is spent; undecided so far"
+            self.progress.note(escape(f"bisect: {self.stopped}"))
             return []
         data = an.version_data(self.h, trials.rows)
         queues = []
@@ -245,7 +252,8 @@ def bisect(setup: BisectSetup, run_dir: Path, cwd: Path) -> dict[str, Any]:
                          f"{b.equivalence_margin:g}; alpha {h.design.alpha:g} (ends {s.alphas[0]:.4g}, each of at "
                          f"most {s.probes} probes {s.alphas[1]:.4g})"), highlight=False)
     worktrees = Worktrees(setup.repo, h, run_dir / "worktrees")
-    grid = an.version_hypothesis(h, worktrees.paths())
+    tail = os.environ.get("PYTHONPATH")  # the worktree first, then what the framework itself imports from
+    grid = an.version_hypothesis(h, {n: p + (os.pathsep + tail if tail else "") for n, p in worktrees.paths().items()})
     ctx = open_context(setup.cfg, setup.resolved, run_dir, cwd, hypothesis=grid)
     progress = RunProgress(console, f"bisect {h.name}", total_launches=(s.probes + 2) * b.launches,
                            requests_per_launch=h.design.requests + h.design.warmup,
@@ -262,6 +270,8 @@ def bisect(setup: BisectSetup, run_dir: Path, cwd: Path) -> dict[str, Any]:
     assert writer is not None
     rows = writer.rows
     st = an.state_of(h, rows)
+    if policy.stopped is not None and not st.done:
+        st.outcome, st.reason = "stopped", policy.stopped
     data = an.version_data(h, rows)
     summary = an.summary(h, st, data)
     per_launch = policy.spent.gpu_hours / policy.spent.launches if policy.spent.launches else 0.0
