@@ -251,7 +251,7 @@ def bisect(setup: BisectSetup, run_dir: Path, cwd: Path) -> dict[str, Any]:
                          f"{b.versions[-1].name} (bad); {h.metric}, threshold {b.threshold:g}, margin "
                          f"{b.equivalence_margin:g}; alpha {h.design.alpha:g} (ends {s.alphas[0]:.4g}, each of at "
                          f"most {s.probes} probes {s.alphas[1]:.4g})"), highlight=False)
-    worktrees = Worktrees(setup.repo, h, run_dir / "worktrees")
+    worktrees = Worktrees(setup.repo, h, (run_dir / "worktrees").resolve())  # git -C REPO reads paths from REPO
     tail = os.environ.get("PYTHONPATH")  # the worktree first, then what the framework itself imports from
     grid = an.version_hypothesis(h, {n: p + (os.pathsep + tail if tail else "") for n, p in worktrees.paths().items()})
     ctx = open_context(setup.cfg, setup.resolved, run_dir, cwd, hypothesis=grid)
