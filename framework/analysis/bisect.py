@@ -117,6 +117,8 @@ def replay(s: Settings, values: list[list[float]], failures: list[int]) -> State
     looks = 0
     for n in s.looks():
         if short(n, good, bad):
+            if ends is not None:  # where the ends stand while they wait for launches
+                st.compared.append(Compared("ends", bad, ends.n, ends.estimate, ends.lo, ends.hi, None, looks))
             return st
         looks += 1
         g, b = _logs(values[good], n), _logs(values[bad], n)
@@ -141,6 +143,8 @@ def replay(s: Settings, values: list[list[float]], failures: list[int]) -> State
         looks = 0
         for n in s.looks():
             if short(n, mid, good, bad):
+                if look is not None:  # where the probe stands while it waits for launches
+                    st.compared.append(Compared("probe", mid, look.n, look.estimate, look.lo, look.hi, None, looks))
                 return st
             looks += 1
             v, g, b = _logs(values[mid], n), _logs(values[good], n), _logs(values[bad], n)
