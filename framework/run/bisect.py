@@ -196,7 +196,9 @@ class Bisection:
             self.worktrees.ensure(self.b.versions[v].name)
             d = data[v]
             first = len(d.ids) + d.failed  # a replicate per attempt made so far: a new launch, never a retry
-            queues.append([(v, first + i) for i in range(target - len(d.values))])
+            # one launch of each version it needs per choice (interleaved; the replay is asked again after each
+            # round), so a version that cannot start fails max_failures launches, not a whole look's worth
+            queues.append([(v, first + i) for i in range(min(1, target - len(d.values)))])
         steps: list[Step] = []
         while any(queues):
             for q in queues:
