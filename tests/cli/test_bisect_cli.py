@@ -7,7 +7,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from cli_helpers import framework
+
+from framework.cli import main
 
 BASE = """\
 name: b
@@ -27,6 +28,19 @@ def _file(workdir: Path, extra: str) -> Path:
     return p
 
 
+@pytest.fixture
+def framework(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """`python -m framework ARGS` in-process (the refusals come before any server, so no process is needed)."""
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+        monkeypatch.chdir(cwd)
+        code = main(list(args))
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out.out, out.err)
+
+    return run
+
+
 def _refused(out: subprocess.CompletedProcess, workdir: Path, *words: str) -> None:
     assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
     lines = [x for x in out.stderr.splitlines() if x.strip()]
@@ -37,12 +51,12 @@ def _refused(out: subprocess.CompletedProcess, workdir: Path, *words: str) -> No
     assert not (workdir / "r").exists() and not (workdir / "verdicts.jsonl").exists()
 
 
-def test_a_hypothesis_without_a_bisect_block(workdir: Path) -> None:
+def test_a_hypothesis_without_a_bisect_block(framework, workdir: Path) -> None:
     _refused(framework("bisect", "hypothesis=eagle3_allreduce", "run_dir=r", cwd=workdir), workdir,
              "bisect", "no bisect block")
 
 
-def test_run_refuses_a_bisect_file(workdir: Path) -> None:
+def test_run_refuses_a_bisect_file(framework, workdir: Path) -> None:
     p = _file(workdir, "versions: [{name: a}, {name: b}, {name: c}]")
     _refused(framework("run", f"hypothesis={p}", cwd=workdir), workdir, "declares a bisection",
              "python -m framework bisect")
@@ -55,12 +69,12 @@ def test_run_refuses_a_bisect_file(workdir: Path) -> None:
      ("bisect.versions[0].python", "not an executable")),
     ("versions: [{name: a, bogus: 1}, {name: b}, {name: c}]", ("bisect.versions[0].bogus", "unknown field")),
 ])
-def test_bad_blocks(workdir: Path, extra: str, words: tuple[str, ...]) -> None:
+def test_bad_blocks(framework, workdir: Path, extra: str, words: tuple[str, ...]) -> None:
     p = _file(workdir, extra)
     _refused(framework("bisect", f"hypothesis={p}", "run_dir=r", cwd=workdir), workdir, *words)
 
 
-def test_a_commit_the_repository_does_not_have(workdir: Path) -> None:
+def test_a_commit_the_repository_does_not_have(framework, workdir: Path) -> None:
     repo = workdir / "repo"
     repo.mkdir()
     git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
