@@ -27,6 +27,8 @@ commands:
                            [pilot=RUN_DIR] [power=0.9]
   search hypothesis=NAME   explore the hypothesis's search: space (Optuna, launch by launch), then confirm the
                            winner on fresh launches under a registered hypothesis [run_dir=DIR] [ledger=PATH]
+  bisect hypothesis=NAME   find the version (commit, package or stack level) between a good and a bad one
+                           that changed the metric, under the registered alpha [run_dir=DIR] [ledger=PATH]
   fit pilot=RUN_DIR...     fit a twin (the sim's model) to pilot runs of any backend [out=PATH]; serve it
                            with backend=sim sim_profile=PATH
   register hypothesis=NAME pre-register a hypothesis in the ledger before any data [ledger=PATH]
@@ -46,6 +48,7 @@ examples:
 COMMANDS: dict[str, str] = {  # command -> module under framework.cli
     "run": "run", "validate": "validate", "plan": "plan", "register": "register",
     "audit": "audit", "report": "report", "schema": "schema", "search": "search", "fit": "fit",
+    "bisect": "bisect",
 }
 
 

@@ -11,13 +11,20 @@ from typing import Any
 
 from framework.core.trials import LaunchRow, RequestRow, WorkloadRow
 from framework.errors import EXIT_OK
-from framework.records.models import AmendmentRecord, ExplorationRecord, RegistrationRecord, VerdictRecord
+from framework.records.models import (
+    AmendmentRecord,
+    BisectRecord,
+    ExplorationRecord,
+    RegistrationRecord,
+    VerdictRecord,
+)
 
 KINDS = {
     "verdict": VerdictRecord,
     "registration": RegistrationRecord,
     "amendment": AmendmentRecord,
     "exploration": ExplorationRecord,
+    "bisect": BisectRecord,
     "trial.launch": LaunchRow,
     "trial.request": RequestRow,
     "trial.workload": WorkloadRow,

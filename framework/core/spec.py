@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from framework.core import yamlio
+from framework.core.bisect import BisectBlock
 from framework.core.metrics import LAUNCH_METRICS, REQUEST_METRICS, SLO_KEYS, check_metric, needs_slo
 from framework.core.search import SearchBlock
 from framework.core.vocabulary import AnalysisMethod, FailureClass
@@ -293,6 +294,9 @@ class Hypothesis(_Strict):
     # a search (python -m framework search): its space stands for the factors and its confirmation for the
     # predictions, so a file with a search block may leave both out (declared before factors: their checks read it)
     search: SearchBlock | None = None
+    # a bisection (python -m framework bisect): its versions stand for the factors and its ends' comparison for
+    # the predictions, so a file with a bisect block may leave both out (framework.core.bisect)
+    bisect: BisectBlock | None = None
     factors: dict[str, Factor] = Field(default_factory=dict, validate_default=True)
     predictions: list[Prediction] = Field(default_factory=list, validate_default=True)
     design: Design = Design()
@@ -323,14 +327,14 @@ class Hypothesis(_Strict):
     @field_validator("factors")
     @classmethod
     def _at_least_one(cls, value: dict[str, Factor], info: ValidationInfo) -> dict[str, Factor]:
-        if not value and info.data.get("search") is None:
+        if not value and info.data.get("search") is None and info.data.get("bisect") is None:
             raise ValueError("at least one factor is needed")
         return value
 
     @field_validator("predictions")
     @classmethod
     def _some_predictions(cls, value: list[Any], info: ValidationInfo) -> list[Any]:
-        if not value and info.data.get("search") is None:
+        if not value and info.data.get("search") is None and info.data.get("bisect") is None:
             raise ValueError("at least one prediction is needed")
         return value
 

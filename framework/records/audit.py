@@ -26,6 +26,7 @@ from framework.core.trials import Trials, parse_trials
 from framework.errors import SpecError
 from framework.records import ledger, machine_audit
 from framework.records import search_audit as search_problems
+from framework.records.bisect_audit import bisect_problems
 from framework.records.ledger import Problem
 
 
@@ -445,6 +446,10 @@ def audit(ledger_path: str | Path = ledger.DEFAULT_LEDGER, expect_head: tuple[st
                         rec.get("finished") or rec.get("amended") or rec.get("registered"), backend=rec.get("backend"))
         if kind in ("registration", "amendment") and isinstance(rec.get("hash"), str):
             registrations[rec["hash"]] = rec
+        elif kind == "bisect":
+            report.problems += bisect_problems(rec, n, path)
+            row.note = f"bisection: {rec.get('outcome')}" + (f" ({rec['first_bad']})" if rec.get("first_bad") else "")
+            row.rules_version = rules.version_of(rec)
         elif kind == "exploration":
             report.problems += search_problems.exploration_problems(rec, n, path)
             row.note = "exploratory (a search; no verdict)"

@@ -158,3 +158,42 @@ class ExplorationRecord(_Record):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
+
+
+class BisectRecord(_Record):
+    """A bisection over versions (`python -m framework bisect`): the first bad version, or why none was named.
+
+    It names the registration in force, the trials file (SHA-256) and bisect.json (every version's launches and
+    figures, every comparison); `audit` replays the bisection from the trials rows under the record's rules
+    version (framework.analysis.bisect.state_of) and checks the outcome, the versions named and the launches.
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    schema_: Literal["framework.bisect/1"] = Field("framework.bisect/1", alias="schema")
+    kind: Literal["bisect"] = "bisect"
+    rules_version: int = RULES_VERSION
+    hypothesis: HypothesisRef
+    registration: str | None = None  # hash of the registration (or amendment) in force
+    backend: str
+    bisect_id: str
+    outcome: str  # named, no_change, undecided, failed, stopped (its max_seconds spent)
+    reason: str = ""
+    first_bad: str | None = None
+    last_good: str | None = None
+    first_bad_commit: str | None = None
+    step: dict[str, Any] | None = None  # ratio first bad / last good, its interval, its share of the total change
+    probed: list[str] = []
+    launches_spent: int
+    linear_scan_launches: int
+    gpu_hours: float = 0.0
+    linear_scan_gpu_hours: float = 0.0
+    bisect_json: dict[str, str]  # {path (relative to the ledger), sha256}
+    trials: TrialsRef
+    analysis: dict[str, Any] = {}  # the registered settings (alpha, threshold, margin, launches, ...)
+    environment: dict[str, Any] = {}
+    run_dir: str | None = None
+    started: str
+    finished: str
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)

@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ValidationError
 
+from framework.analysis.bisect import version_hypothesis
 from framework.analysis.planning import anytime_cap, anytime_launch_floor
 from framework.analysis.search import confirm_hypothesis, grid_hypothesis
 from framework.assets.smollm2 import resolve_model_path
@@ -144,7 +145,7 @@ def effective_design(base: Design, overrides: dict[str, Any], h: Hypothesis | No
     return d
 
 
-def resolve_config(cfg: DictConfig, *, search: bool = False) -> Resolved:
+def resolve_config(cfg: DictConfig, *, search: bool = False, bisect: bool = False) -> Resolved:
     """The hypothesis, experiment, backend and effective design of `cfg`, each checked.
 
     `search=True` (python -m framework search): the hypothesis needs a search block; what is checked and
@@ -160,7 +161,13 @@ def resolve_config(cfg: DictConfig, *, search: bool = False) -> Resolved:
         raise SpecError(h_path, "search", "no search block: python -m framework search needs one (the space, the "
                                           "goal, the budget and confirm.min_effect); python -m framework run runs "
                                           "a hypothesis without one")
-    if not search and not h.factors:  # a search-only file: its space and confirmation stand for factors and predictions
+    if bisect and h.bisect is None:
+        raise SpecError(h_path, "bisect", "no bisect block: python -m framework bisect needs one (the versions, the "
+                                          "threshold); python -m framework run runs a hypothesis without one")
+    if not search and not bisect and not h.factors and h.bisect is not None:
+        raise SpecError(h_path, "factors", f"{h.name} declares a bisection and no factors: run it with "
+                                           f"python -m framework bisect hypothesis={h.name}")
+    if not search and not bisect and not h.factors:  # a search-only file: its space and confirmation stand in
         raise SpecError(h_path, "factors", f"{h.name} declares a search and no factors: run it with "
                                            f"python -m framework search hypothesis={h.name}")
     d = effective_design(h.design, OmegaConf.to_container(cfg.design, resolve=True), h)  # type: ignore[arg-type]
@@ -174,6 +181,10 @@ def resolve_config(cfg: DictConfig, *, search: bool = False) -> Resolved:
         h = h.model_copy(update={"design": d, "search": capped})
         grid = grid_hypothesis(h)
         check_pair(grid, h_path, exp)  # every point's merged workload, before anything starts
+    if bisect:  # the versions as one factor: what the bisection launches (framework.analysis.bisect)
+        h = h.model_copy(update={"design": d})
+        grid = version_hypothesis(h)
+        check_pair(grid, h_path, exp)
     launched = grid or h
     backend = backend_settings(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
     exp, backend = with_sim_profile(cfg.get("sim_profile"), exp, backend)
@@ -182,10 +193,10 @@ def resolve_config(cfg: DictConfig, *, search: bool = False) -> Resolved:
     except BackendConfigError as exc:
         raise ConfigError("command line", exc.field, exc.message) from None
     backend_fits(backend, launched)
-    if search and (cfg.get("machine") or {}).get("slot") is not None:
+    if (search or bisect) and (cfg.get("machine") or {}).get("slot") is not None:
         raise ConfigError("command line", "machine.slot", "a search chooses each launch from the launches before "
                                                           "it: run it on one machine, without machine.slot")
-    if search and resume_dirs(cfg.get("resume")):
+    if (search or bisect) and resume_dirs(cfg.get("resume")):
         raise ConfigError("command line", "resume", "a search explores on fresh launches and writes a new "
                                                     "directory: it resumes nothing")
     machine_slot(cfg, d)
@@ -195,6 +206,10 @@ def resolve_config(cfg: DictConfig, *, search: bool = False) -> Resolved:
     if grid is not None and h.search is not None:
         wall = walltime.estimate_search(grid, exp, d, h.search.budget.launches, backend.time_scale)
         shorten = "lower search.budget.launches"
+    elif grid is not None and h.bisect is not None:  # the fewest launches it can make: every probe's first ones
+        wall = walltime.estimate_search(grid, exp, d, (h.bisect.probe_budget() + 2) * h.bisect.launches,
+                                        backend.time_scale)
+        shorten = "lower bisect.launches"
     else:
         wall, shorten = walltime.estimate(h, exp, d, backend.time_scale), "lower design.launches"
     if wall.long and not bool(cfg.get("allow_long", False)):
@@ -317,7 +332,8 @@ def resume_dir(path: Path, run_dir: Path) -> Path:
     raise ConfigError("command line", "resume", f"{path} is not a run directory (no trials.jsonl)")
 
 
-def precheck(overrides: list[str], *, search: bool = False) -> list[tuple[DictConfig, Resolved]]:
+def precheck(overrides: list[str], *, search: bool = False, bisect: bool = False,
+             ) -> list[tuple[DictConfig, Resolved]]:
     """Raise a UserError for anything that would make the run (every job of a sweep) fail before measuring;
     else each variant's config and what it resolved to (one, without a sweep)."""
     secret = literal_secret(overrides)
@@ -326,7 +342,7 @@ def precheck(overrides: list[str], *, search: bool = False) -> list[tuple[DictCo
     checked = []
     for variant in sweep_variants([o for o in overrides if not o.startswith("-")]):
         cfg = compose(variant)
-        resolved = resolve_config(cfg, search=search)
+        resolved = resolve_config(cfg, search=search, bisect=bisect)
         checked.append((cfg, resolved))
         dirs = resume_dirs(cfg.get("resume"))
         for resume in dirs:
@@ -371,9 +387,10 @@ def check_carry(cfg: DictConfig, dirs: list[Path]) -> None:
                                                           f"; give launch ids as trials.jsonl names them (c1-r0-a1)")
 
 
-def precheck_one(overrides: list[str], command: str, *, search: bool = False) -> tuple[DictConfig, Resolved]:
-    """`precheck` for a command that takes one configuration, not a sweep (plan, register, search)."""
-    checked = precheck(overrides, search=search)
+def precheck_one(overrides: list[str], command: str, *, search: bool = False,
+                 bisect: bool = False) -> tuple[DictConfig, Resolved]:
+    """`precheck` for a command that takes one configuration, not a sweep (plan, register, search, bisect)."""
+    checked = precheck(overrides, search=search, bisect=bisect)
     if len(checked) != 1:
         raise ConfigError("command line", "overrides", f"{command} takes one value per key, not a sweep")
     return checked[0]

@@ -13,7 +13,8 @@ def test_schema_covers_every_record_kind(capsys: pytest.CaptureFixture[str]) -> 
     assert cmd_schema([]) == 0
     kinds = json.loads(capsys.readouterr().out)["kinds"]
     assert set(kinds) == {
-        "verdict", "registration", "amendment", "exploration", "trial.launch", "trial.request", "trial.workload",
+        "verdict", "registration", "amendment", "exploration", "bisect", "trial.launch", "trial.request",
+        "trial.workload",
     }
     verdict = kinds["verdict"]["properties"]
     assert verdict["schema"]["const"] == "framework.verdict/1"

@@ -29,7 +29,8 @@ def mutate(tmp_path: Path, edit) -> Path:
 @pytest.mark.parametrize("path", sorted((ROOT / "hypotheses").glob("*.yaml")))
 def test_shipped_hypotheses_load(path):
     h = load_hypothesis(path)
-    assert (h.predictions and h.factors) or h.search is not None  # a search's space and confirmation stand for them
+    # a search's space and confirmation stand for them, and a bisection's versions and ends
+    assert (h.predictions and h.factors) or h.search is not None or h.bisect is not None
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.yaml")))

@@ -55,6 +55,9 @@ class SimServerArgs(SglangLaunchArgs):
     # each of log-sd sim_machine_effect, drawn from the machine's id (framework.servers.sim.model.machine_factor)
     sim_machine_effect: float = Field(0.0, ge=0)
     sim_machine: str | None = None
+    # a test knob (off at 1.0): every decode step takes this many times as long, so a bisection's calibration
+    # and end-to-end test can plant a known regression (e.g. 1.03: decode 3% slower) in one "version"
+    sim_decode_slowdown: float = Field(1.0, gt=0)
     # SGLang's full ServerArgs after its resolution, the flags the command line set, its warnings
     server_args: dict[str, Any] = {}
     explicit: frozenset[str] = frozenset()
@@ -68,7 +71,8 @@ class SimServerArgs(SglangLaunchArgs):
 
 
 SIM_DEFAULTS = {"sim_profile": DEFAULT_PROFILE, "sim_speedup": 1.0, "sim_noise_scale": 1.0,
-                "sim_ground_truth": None, "sim_startup_s": None, "sim_machine_effect": 0.0, "sim_machine": None}
+                "sim_ground_truth": None, "sim_startup_s": None, "sim_machine_effect": 0.0, "sim_machine": None,
+                "sim_decode_slowdown": 1.0}
 
 
 class FlagError(ValueError):
@@ -102,6 +106,9 @@ def build_parser(*, raise_errors: bool = False) -> argparse.ArgumentParser:
                      help="log-sd of a machine's speed factor and of each configuration's on it (0: off)")
     sim.add_argument("--sim-machine", metavar="ID", default=s,
                      help="the machine id the factors are drawn from (the framework passes the launch's)")
+    sim.add_argument("--sim-decode-slowdown", type=float, default=s,
+                     help="test knob: every decode step takes this many times as long (1.03: a planted 3%% "
+                          "regression; default 1.0)")
     add_fault_arguments(p)
     return p
 

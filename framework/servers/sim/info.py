@@ -14,6 +14,8 @@ def sim_backend_info(profile: Profile, args: SimServerArgs) -> dict[str, Any]:
     on, the machine-level effect it applies)."""
     machine = ({"sim_machine_effect": args.sim_machine_effect, "sim_machine": args.sim_machine}
                if args.sim_machine_effect > 0 else {})
+    if args.sim_decode_slowdown != 1.0:  # the planted-regression test knob, when set
+        machine = {**machine, "sim_decode_slowdown": args.sim_decode_slowdown}
     return {**machine,
         "version": sglang_version(),  # the SGLang release whose flags and API the sim serves
         "sim_version": profile.version,

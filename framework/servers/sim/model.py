@@ -145,6 +145,7 @@ def decode_step(profile: Profile, args: SimServerArgs, batch: int) -> StepCost:
         tokens = engines.graph_rows(es, batch) * (spec.num_draft_tokens if spec else 1)  # a graph's padding
         total = twin_steps.decode_us(profile.twin, tokens, threads=es.threads if es else None, tp=args.tp_size,
                                speculative=spec is not None, eager=engines.eager_decode(es, batch))
+        total *= args.sim_decode_slowdown
         return StepCost(total, total, total, 0.0, "twin", tokens)
     comp = interp(profile.compute_us.decode, tokens)
     impl, a = allreduce(profile, args, tokens * m.bytes_per_token)
@@ -158,6 +159,7 @@ def decode_step(profile: Profile, args: SimServerArgs, batch: int) -> StepCost:
         per_layer = comp + ar + launch - saved  # verify: latency-bound, no overlap
         draft = spec.num_steps * (profile.spec.draft_step_us + profile.spec.draft_step_us_per_extra_req * (batch - 1))
         total = m.num_layers * per_layer + profile.forward_overhead_us + draft + profile.spec.overhead_us
+    total *= args.sim_decode_slowdown  # the planted-regression test knob (1.0: off)
     return StepCost(total, per_layer, comp, ar, impl, tokens)
 
 
