@@ -18,7 +18,7 @@ from __future__ import annotations
 import ipaddress
 import string
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -97,6 +97,29 @@ _SGLANG_PATTERNS: Patterns = (
     ("out_of_memory", r"^(?!.*ServerArgs\().*(?:Not enough memory|mem_fraction_static|KV cache pool)"),
 )
 
+# llama-cpp-python's server: one row, and the counting server's row is it with four fields replaced
+_LLAMACPP = Backend(
+    name="llamacpp", flags="llamacpp",
+    argv=(*_PY_SERVER, "--model", "{model}", "--host", "{host}", "--port", "{port}", "--seed", "{seed}"),
+    module="llama_cpp.server", health_path="/v1/models", protocol="openai",
+    # Upstream's default (True) makes a new request silently end the stream in progress with
+    # [DONE] and no error; False queues requests, so concurrent streams are all measured whole.
+    default_args=("--interrupt_requests", "False"),
+    api_key_env="API_KEY", env_unset=LLAMA_CPP_SETTINGS,
+    failure_patterns=(
+        ("model_not_found", r"Model path does not exist"),
+        ("model_corrupt", r"gguf_init_from_\w+: (invalid|failed)|llama_model_load: error|"
+                          r"Failed to load model from file|failed to load model"),
+        ("bad_value", r"validation errors? for Settings"),
+    ),
+    version_package="llama_cpp_python", info_paths=("/v1/models",),
+    build_info_argv=("{python}", "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"),
+    # prompt-lookup speculative decoding is a level's flags: --draft_model prompt-lookup-decoding
+    # --draft_model_num_pred_tokens N (docs/backends.md; no drafted/accepted counts are reported)
+    notes="python -m llama_cpp.server (llama-cpp-python); no /health, ready when GET /v1/models is 200; "
+          "prompt lookup: --draft_model prompt-lookup-decoding")
+
+
 BACKENDS: dict[str, Backend] = {
     "sim": Backend(
         name="sim", argv=_SGLANG_ARGV, simulated=True, flags="sglang", module="framework.servers.sim",
@@ -140,40 +163,10 @@ BACKENDS: dict[str, Backend] = {
         ),
         version_package="vllm", metrics_path="/metrics", metrics_prefix="vllm:", info_paths=("/version",),
         notes="python -m vllm.entrypoints.openai.api_server, or backend.argv=[vllm,serve,{model},...]"),
-    "llamacpp": Backend(
-        name="llamacpp", flags="llamacpp",
-        argv=(*_PY_SERVER, "--model", "{model}", "--host", "{host}", "--port", "{port}", "--seed", "{seed}"),
-        module="llama_cpp.server", health_path="/v1/models", protocol="openai",
-        # Upstream's default (True) makes a new request silently end the stream in progress with
-        # [DONE] and no error; False queues requests, so concurrent streams are all measured whole.
-        default_args=("--interrupt_requests", "False"),
-        api_key_env="API_KEY", env_unset=LLAMA_CPP_SETTINGS,
-        failure_patterns=(
-            ("model_not_found", r"Model path does not exist"),
-            ("model_corrupt", r"gguf_init_from_\w+: (invalid|failed)|llama_model_load: error|"
-                              r"Failed to load model from file|failed to load model"),
-            ("bad_value", r"validation errors? for Settings"),
-        ),
-        version_package="llama_cpp_python", info_paths=("/v1/models",),
-        build_info_argv=("{python}", "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"),
-        # prompt-lookup speculative decoding is a level's flags: --draft_model prompt-lookup-decoding
-        # --draft_model_num_pred_tokens N (docs/backends.md; no drafted/accepted counts are reported)
-        notes="python -m llama_cpp.server (llama-cpp-python); no /health, ready when GET /v1/models is 200; "
-              "prompt lookup: --draft_model prompt-lookup-decoding"),
-    "llamacpp_spec": Backend(
-        name="llamacpp_spec", flags="llamacpp",
-        argv=(*_PY_SERVER, "--model", "{model}", "--host", "{host}", "--port", "{port}", "--seed", "{seed}"),
-        module="framework.servers.llamacpp_spec", health_path="/v1/models", protocol="openai",
-        default_args=("--interrupt_requests", "False"),
-        api_key_env="API_KEY", env_unset=LLAMA_CPP_SETTINGS,
-        failure_patterns=(
-            ("model_not_found", r"Model path does not exist"),
-            ("model_corrupt", r"gguf_init_from_\w+: (invalid|failed)|llama_model_load: error|"
-                              r"Failed to load model from file|failed to load model"),
-            ("bad_value", r"validation errors? for Settings"),
-        ),
-        version_package="llama_cpp_python", info_paths=("/v1/models",),
-        build_info_argv=("{python}", "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"),
+    "llamacpp": _LLAMACPP,
+    # the same server with prompt lookup's drafted and accepted tokens counted (framework.servers.llamacpp_spec)
+    "llamacpp_spec": replace(
+        _LLAMACPP, name="llamacpp_spec", module="framework.servers.llamacpp_spec",
         metrics_path="/metrics", metrics_prefix="llamacpp_spec:",
         notes="llama-cpp-python's server with prompt lookup's drafted and accepted tokens counted on /metrics "
               "(framework.servers.llamacpp_spec); the llamacpp row's flags"),
