@@ -215,9 +215,15 @@ def test_the_shipped_search_runs_on_a_real_server_and_audits_clean(workdir, tiny
     out = framework("search", "hypothesis=llamacpp_search", "backend=llamacpp", "run_dir=s", cwd=workdir)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     summary = json.loads((workdir / "s" / "search.json").read_text())
-    assert summary["backend"] == "llamacpp" and summary["launches_spent"] == 6 < summary["grid_launches"] == 8
+    # at most its budget of 6, fewer than the grid's 8: since issue 35 the race stops with the leader
+    # alone instead of re-launching it, so a search whose exploration ends early spends less than its budget
+    assert summary["backend"] == "llamacpp" and summary["launches_spent"] <= 6 < summary["grid_launches"] == 8
     assert summary["chosen"] and all(len(c["launch_ids"]) >= 2 for c in summary["candidates"] if not c["failed"])
     kinds = [r["kind"] for r in ledger_records(workdir / "verdicts.jsonl")]
+    if summary.get("confirmation_skipped"):  # the hardware chose the reference: nothing to confirm, and it says so
+        assert kinds == ["exploration"] and "its own reference" in summary["confirmation_skipped"]
+        assert framework("audit", cwd=workdir).returncode == 0
+        return
     assert kinds == ["exploration", "registration", "verdict"]
     record = ledger_records(workdir / "verdicts.jsonl")[-1]
     assert record["backend"] == "llamacpp" and record["search"]["id"] == summary["id"]
