@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from framework.analysis.rows import group_rows
 from framework.analysis.ruleset import RuleSet
@@ -113,20 +113,30 @@ def replay(s: Settings, values: list[list[float]], failures: list[int]) -> State
             st.need = missing
         return True
 
-    ends: bs.Look | None = None
-    looks = 0
-    for n in s.looks():
-        if short(n, good, bad):
-            if ends is not None:  # where the ends stand while they wait for launches
-                st.compared.append(Compared("ends", bad, ends.n, ends.estimate, ends.lo, ends.hi, None, looks))
-            return st
-        looks += 1
-        g, b = _logs(values[good], n), _logs(values[bad], n)
-        ends = bs.ends_look([y - x for x, y in zip(g, b, strict=True)], alpha_ends, s.threshold, s.margin)
-        if ends.call:
-            break
-    assert ends is not None
-    st.compared.append(Compared("ends", bad, ends.n, ends.estimate, ends.lo, ends.hi, ends.call, looks))
+    def sequential(what: str, version: int, needs: tuple[int, ...], look_at: Callable[[int], bs.Look]
+                   ) -> bs.Look | None:
+        """Look at n = s.looks() launches until a call; None when a version still waits for launches (its
+        standing so far recorded) or failed; the last look, decided or not, recorded as a comparison."""
+        look: bs.Look | None = None
+        looks = 0
+        for n in s.looks():
+            if short(n, *needs):
+                if look is not None:  # where it stands while it waits for launches
+                    st.compared.append(Compared(what, version, look.n, look.estimate, look.lo, look.hi, None, looks))
+                return None
+            looks += 1
+            look = look_at(n)
+            if look.call:
+                break
+        assert look is not None
+        st.compared.append(Compared(what, version, look.n, look.estimate, look.lo, look.hi, look.call, looks))
+        return look
+
+    ends = sequential("ends", bad, (good, bad), lambda n: bs.ends_look(
+        [y - x for x, y in zip(_logs(values[good], n), _logs(values[bad], n), strict=True)],
+        alpha_ends, s.threshold, s.margin))
+    if ends is None:
+        return st
     if ends.call is None:
         st.outcome, st.reason = "undecided", f"the ends are undecided at max_launches {s.max_launches}"
         return st
@@ -139,20 +149,11 @@ def replay(s: Settings, values: list[list[float]], failures: list[int]) -> State
     lo, hi = good, bad
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        look: bs.Look | None = None
-        looks = 0
-        for n in s.looks():
-            if short(n, mid, good, bad):
-                if look is not None:  # where the probe stands while it waits for launches
-                    st.compared.append(Compared("probe", mid, look.n, look.estimate, look.lo, look.hi, None, looks))
-                return st
-            looks += 1
-            v, g, b = _logs(values[mid], n), _logs(values[good], n), _logs(values[bad], n)
-            look = bs.probe_look([x - (y + z) / 2 for x, y, z in zip(v, g, b, strict=True)], alpha_probe, sign)
-            if look.call:
-                break
-        assert look is not None
-        st.compared.append(Compared("probe", mid, look.n, look.estimate, look.lo, look.hi, look.call, looks))
+        look = sequential("probe", mid, (mid, good, bad), lambda n, mid=mid: bs.probe_look(
+            [x - (y + z) / 2 for x, y, z in zip(_logs(values[mid], n), _logs(values[good], n),
+                                                 _logs(values[bad], n), strict=True)], alpha_probe, sign))
+        if look is None:
+            return st
         if look.call is None:
             st.outcome, st.reason = "undecided", f"version {mid} is undecided at max_launches {s.max_launches}"
             return st
