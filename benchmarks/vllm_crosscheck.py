@@ -125,8 +125,10 @@ def framework_client(base_url: str, model: str, args: argparse.Namespace, work: 
     ok = [r for r in rows if r.get("ok")]
     e2e_tpot = [(r["e2e_s"] - r["ttft_s"]) / (r["completion_tokens"] - 1) for r in ok
                 if r.get("ttft_s") is not None and (r.get("completion_tokens") or 0) > 1]
-    field = [fielddecode.with_field_decode(r) for r in ok]  # the analysis's TPOT (rules version 4)
-    parts = [p for p in (ratio_parts("tpot_s", r) for r in field) if p is not None]
+    field = [fielddecode.with_field_decode(r) for r in ok]  # the analysis's TPOT (rules versions 4-5)
+    # and its one-read requests as n - 1 tokens in 0 s (rules version 5, `one_read_decode`)
+    parts = [p for p in (ratio_parts("tpot_s", r) or fielddecode.one_read_parts("tpot_s", r) for r in field)
+             if p is not None]
     return {
         "requests": len(rows), "ok": len(ok),
         "ttft": mean([r["ttft_s"] for r in ok if r.get("ttft_s") is not None]),

@@ -76,6 +76,11 @@ class RuleSet:
     # requests"): paired requests' generated tokens compared, with Korn-Graubard clustered Clopper-Pearson bounds
     # on the agreement rate. Before version 5 an outputs prediction is inconclusive (no rule for it).
     outputs_kind: bool = False
+    # Under `field_decode` and `ratio_rates`, a request whose n >= 2 tokens all came in its first read
+    # (e2e - ttft = 0) adds n - 1 tokens and 0 s to its launch's TPOT and decode-rate totals, as `vllm bench
+    # serve` counts it (TPOT 0), instead of dropping out: the fast requests no longer bias the launch's TPOT up
+    # through the survivors (analysis/fielddecode.one_read_parts; issue 32).
+    one_read_decode: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
@@ -97,6 +102,7 @@ _V4 = {**_V3,
 # version 5 (framework 0.3.0): version 4 plus the switches CHANGELOG.md lists under rules version 5
 _V5 = {**_V4,
        "outputs_kind": True,
+       "one_read_decode": True,
        }
 
 RULESETS: dict[int, RuleSet] = {

@@ -119,3 +119,49 @@ def test_other_metrics_and_version_3_are_untouched():
     h = _hypothesis("ttft_s")
     rows = _rows(h)
     assert group_rows(h, rows, V4).data[0].values == group_rows(h, rows, V3).data[0].values
+
+
+def _exact_one_read_rows(h: Hypothesis) -> list[dict]:
+    """`_rows` with each launch's fast request ending in the read that carried its first token (e2e == ttft)."""
+    return [{**r, "e2e_s": r["ttft_s"]} if r.get("kind") == "request" and r.get("index") == 3 else r
+            for r in _rows(h)]
+
+
+@pytest.mark.parametrize("metric", ["tpot_s", "decode_tok_s"])
+def test_a_request_whose_tokens_all_came_with_its_first_counts_as_zero_seconds_under_version_5(metric):
+    from framework.analysis.fielddecode import one_read_parts
+
+    h = _hypothesis(metric)
+    rows = _exact_one_read_rows(h)
+    v5 = group_rows(h, rows, RULESETS[5]).data[0]
+    lid = v5.launch_rows[0]["launch_id"]
+    mine = [r for r in rows if r.get("launch_id") == lid and r["kind"] == "request"]
+    secs = np.sum([r["e2e_s"] - r["ttft_s"] for r in mine])  # the one-read request adds 0 s
+    tokens = np.sum([r["completion_tokens"] - 1 for r in mine])  # and its 31 tokens
+    ids, values = v5.means()
+    assert values[ids.index(lid)] == pytest.approx(secs / tokens if metric == "tpot_s" else tokens / secs,
+                                                   rel=1e-12)
+    assert v5.unmeasured == 0 and v5.one_reads[lid] == 1
+    # version 4 drops it (no time after its first token), so its launch's TPOT is the survivors', higher
+    v4 = group_rows(h, rows, V4).data[0]
+    assert v4.unmeasured == 3 and v4.unmeasured_why == {"one_chunk": 3}
+    ids4, values4 = v4.means()
+    survivors = [r for r in mine if r["e2e_s"] > r["ttft_s"]]
+    old = (np.sum([r["e2e_s"] - r["ttft_s"] for r in survivors])
+           / np.sum([r["completion_tokens"] - 1 for r in survivors]))
+    assert values4[ids4.index(lid)] == pytest.approx(old if metric == "tpot_s" else 1 / old, rel=1e-12)
+    if metric == "tpot_s":
+        assert values4[ids4.index(lid)] > values[ids.index(lid)]
+    # the per-request figure stays unmeasured (an infinite rate is no value); only the totals count it
+    fast = with_field_decode(mine[3])
+    assert fast["decode_tok_s"] is None and fast["tpot_s"] is None
+    assert one_read_parts(metric, mine[3]) == ((31.0, 0.0) if metric == "decode_tok_s" else (0.0, 31.0))
+    assert one_read_parts(metric, mine[0]) is None  # a streamed request keeps its own parts
+    assert one_read_parts("ttft_s", mine[3]) is None
+
+
+def test_a_launch_whose_requests_all_came_in_one_read_has_no_decode_value_under_version_5():
+    h = _hypothesis("tpot_s")
+    rows = [{**r, "e2e_s": r["ttft_s"]} if r.get("kind") == "request" else r for r in _rows(h)]
+    v5 = group_rows(h, rows, RULESETS[5]).data[0]
+    assert v5.means() == ([], [])  # 0 s of decode measured: no launch value, not a TPOT of 0
