@@ -43,13 +43,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import calibration as cal  # noqa: E402
 
 from framework.analysis.bisect import Settings, replay  # noqa: E402
+from framework.analysis.ruleset import LATEST, RULESETS  # noqa: E402
 
 SEED = 20261202
 VERSIONS = 64
 SLOWDOWN = 1.03
 ALPHA = 0.05
 SETTINGS = Settings(versions=VERSIONS, alpha=ALPHA, threshold=0.03, margin=0.015, launches=3, block=2,
-                    max_launches=60, max_failures=3)
+                    max_launches=60, max_failures=3, gap=RULESETS[LATEST].bisect_gap)  # the rules a run uses now
 
 
 def launch_values(rng: np.random.Generator, ratio: float, n: int) -> list[float]:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from framework.analysis.rows import group_rows
-from framework.analysis.ruleset import RuleSet
+from framework.analysis.ruleset import LATEST, RULESETS, RuleSet
 from framework.core.bisect import BisectBlock
 from framework.core.spec import Factor, Hypothesis
 from framework.stats import bisection as bs
@@ -36,11 +36,13 @@ class Settings:
     block: int
     max_launches: int
     max_failures: int
+    gap: bool = False  # rules version 5's `bisect_gap`: a probe is judged against the change the ends have shown
 
     @classmethod
-    def of(cls, b: BisectBlock, alpha: float) -> Settings:
+    def of(cls, b: BisectBlock, alpha: float, ruleset: RuleSet | None = None) -> Settings:
+        rules = RULESETS[LATEST] if ruleset is None else ruleset
         return cls(len(b.versions), alpha, b.threshold, b.equivalence_margin, b.launches, b.block, b.max_launches,
-                   b.max_failures)
+                   b.max_failures, gap=rules.bisect_gap)
 
     @property
     def probes(self) -> int:
@@ -146,16 +148,32 @@ def replay(s: Settings, values: list[list[float]], failures: list[int]) -> State
                      f"within +/-{s.threshold:g}; stopped after the first comparison")
         return st
     sign = 1.0 if ends.estimate > 0 else -1.0
+    decided_at = ends.n
+
+    def gap(n: int) -> float:
+        """The probe's gap at its look n (`bisect_gap`): from the ends' looks up to max(n, the ends' decision),
+        launches the ends had when that probe look was taken, so the live policy and the audit agree."""
+        if not s.gap:
+            return 0.0
+        upto = max(n, decided_at)
+        contrasts = [y - x for x, y in zip(_logs(values[good], upto), _logs(values[bad], upto), strict=True)]
+        return bs.ends_gap(contrasts, alpha_ends, sign, [k for k in s.looks() if k <= upto])
+
     lo, hi = good, bad
     while hi - lo > 1:
         mid = (lo + hi) // 2
         look = sequential("probe", mid, (mid, good, bad), lambda n, mid=mid: bs.probe_look(
             [x - (y + z) / 2 for x, y, z in zip(_logs(values[mid], n), _logs(values[good], n),
-                                                 _logs(values[bad], n), strict=True)], alpha_probe, sign))
+                                                 _logs(values[bad], n), strict=True)], alpha_probe, sign, gap(n)))
         if look is None:
             return st
         if look.call is None:
             st.outcome, st.reason = "undecided", f"version {mid} is undecided at max_launches {s.max_launches}"
+            return st
+        if look.call == "between":
+            st.outcome = "undecided"
+            st.reason = (f"version {mid} is like neither end: its interval excludes both (a second change point or a "
+                         f"gradual drift, which a bisection cannot locate; docs/statistics.md, section 13)")
             return st
         lo, hi = (mid, hi) if look.call == "good" else (lo, mid)
     st.outcome, st.last_good, st.first_bad = "named", lo, hi
@@ -211,7 +229,7 @@ def state_of(h: Hypothesis, rows: list[dict[str, Any]], ruleset: RuleSet | None 
     """The bisection's state from its trials rows (what the policy asks after each launch, and the audit once)."""
     assert h.bisect is not None
     data = version_data(h, rows, ruleset)
-    return replay(Settings.of(h.bisect, h.design.alpha), [d.values for d in data], [d.failed for d in data])
+    return replay(Settings.of(h.bisect, h.design.alpha, ruleset), [d.values for d in data], [d.failed for d in data])
 
 
 def summary(h: Hypothesis, st: State, data: list[VersionData]) -> dict[str, Any]:

@@ -81,6 +81,10 @@ class RuleSet:
     # serve` counts it (TPOT 0), instead of dropping out: the fast requests no longer bias the launch's TPOT up
     # through the survivors (analysis/fielddecode.one_read_parts; issue 32).
     one_read_decode: bool = False
+    # A bisection's probe is judged against the change the ends have shown (stats.bisection.ends_gap): "bad" when
+    # its interval excludes every mean a version like the good end can have (-g, g half the ends' proven change),
+    # not only 0; an interval excluding both ends' sides ends the bisection undecided ("between"; issue 36).
+    bisect_gap: bool = False
 
 
 _V2 = {"no_value_is_no_data": True, "drift_check": True, "spread_floor": True, "caveats": True,
@@ -103,6 +107,7 @@ _V4 = {**_V3,
 _V5 = {**_V4,
        "outputs_kind": True,
        "one_read_decode": True,
+       "bisect_gap": True,
        }
 
 RULESETS: dict[int, RuleSet] = {

@@ -28,7 +28,7 @@ from scipy import stats as sps
 from framework.stats.anytime import AnytimeEffect
 
 EndsCall = Literal["differ", "same"]
-ProbeCall = Literal["good", "bad"]
+ProbeCall = Literal["good", "bad", "between"]
 
 
 def split_alpha(alpha: float, probes: int) -> tuple[float, float]:
@@ -68,14 +68,36 @@ def ends_look(contrasts: Sequence[float], a: float, threshold: float, margin: fl
     return Look(len(contrasts), float(np.mean(contrasts)) if len(contrasts) else math.nan, lo, hi, call)
 
 
-def probe_look(contrasts: Sequence[float], a: float, sign: float) -> Look:
-    """A probe at one look: "bad" when the interval excludes 0 on the bad end's side (`sign`: +1 when the bad
-    end is higher), "good" when it excludes 0 on the good end's side, else undecided."""
+def probe_look(contrasts: Sequence[float], a: float, sign: float, gap: float = 0.0) -> Look:
+    """A probe at one look: "bad" when the interval excludes every mean a version like the good end can have,
+    "good" when it excludes every mean of one like the bad end, else undecided (`sign`: +1 when the bad end is
+    higher). With `gap` 0 (rules before version 5's `bisect_gap`) that is the interval excluding 0 on one side.
+
+    With a gap g (half the change the ends' own confidence sequence has shown, log scale), a version like the
+    good end has mean <= -g on the bad end's side and one like the bad end >= +g, so "bad" needs only the lower
+    bound above -g and "good" the upper below +g. An interval inside (-g, g) excludes both: the version is
+    neither (a second change or a drift), and it is called "between", which ends the bisection undecided."""
     lo, hi = bounds(contrasts, a)
+    s_lo, s_hi = (lo, hi) if sign > 0 else (-hi, -lo)  # on the bad end's side
     call: str | None = None
-    if lo > 0 or hi < 0:
-        call = "bad" if (lo > 0) == (sign > 0) else "good"
+    bad, good = s_lo > -gap, s_hi < gap
+    if bad and good:
+        call = "between"
+    elif bad or good:
+        call = "bad" if bad else "good"
     return Look(len(contrasts), float(np.mean(contrasts)) if len(contrasts) else math.nan, lo, hi, call)
+
+
+def ends_gap(contrasts: Sequence[float], a: float, sign: float, looks: Sequence[int]) -> float:
+    """Half the change the ends have shown: max over `looks` of the ends' confidence-sequence bound nearer 0 on
+    the bad end's side, halved (0 when none is above 0). The sequence covers the ends' change at every look at
+    once with probability 1 - a, so on that event the total change is at least every such bound, and a probe like
+    the good end sits at least this far on the good side of the ends' midpoint (one change point)."""
+    best = 0.0
+    for n in looks:
+        lo, hi = bounds(contrasts[:n], a)
+        best = max(best, lo if sign > 0 else -hi)
+    return best / 2
 
 
 def step_estimate(before: Sequence[float], after: Sequence[float], alpha: float) -> tuple[float, float, float]:

@@ -85,3 +85,30 @@ def test_version_hypothesis_is_one_factor_and_a_commit_runs_from_its_worktree() 
     lv = g.factors["version"].levels["c"]
     assert lv.env == {"X": "1", "PYTHONPATH": "/w/c", "PYTHONSAFEPATH": "1"}
     assert g.factors["version"].reference == "a"
+
+
+def test_the_gap_rule_names_the_same_version_with_fewer_launches() -> None:
+    spent = {}
+    for gap in (False, True):
+        total = 0
+        for seed in range(6):
+            st, values, _ = _run(_settings(16, gap=gap), 9, seed, sd=0.01)
+            assert st.outcome == "named" and st.first_bad == 9, (gap, seed, st.reason)
+            total += sum(len(v) for v in values)
+        spent[gap] = total
+    assert spent[True] < spent[False]
+
+
+def test_a_gradual_drift_is_not_named_under_the_gap_rule() -> None:
+    s = _settings(9, gap=True, max_launches=200)
+    rng = np.random.default_rng(4)
+    values: list[list[float]] = [[] for _ in range(s.versions)]
+    while True:  # decode falls 1% a version: the ends differ by 8%, the midpoint sits half-way between them
+        st = an.replay(s, values, [0] * s.versions)
+        if st.done:
+            break
+        for v, target in st.need.items():
+            while len(values[v]) < target:
+                values[v].append(100.0 * 0.99 ** v * math.exp(rng.normal(0, 0.002)))
+    assert st.outcome == "undecided" and "like neither end" in st.reason
+    assert st.compared[-1].call == "between"

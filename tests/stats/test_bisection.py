@@ -51,3 +51,31 @@ def test_step_estimate_matches_welch_in_statsmodels() -> None:
     slo, shi = cm.tconfint_diff(alpha=0.05, usevar="unequal")
     assert ratio == pytest.approx(math.exp(np.log(after).mean() - np.log(before).mean()))
     assert (lo, hi) == pytest.approx((math.exp(slo), math.exp(shi)), rel=1e-9)
+
+
+def test_a_gap_lets_a_probe_be_called_before_its_interval_excludes_zero() -> None:
+    rng = np.random.default_rng(7)
+    like_bad = list(rng.normal(0.0148, 0.01, 8))  # a probe like the bad end: +Delta/2 for a 3% change
+    plain = bs.probe_look(like_bad, 0.05 / 12, 1.0)
+    gapped = bs.probe_look(like_bad, 0.05 / 12, 1.0, gap=0.0148)
+    lo, hi = bs.bounds(like_bad, 0.05 / 12)
+    assert plain.call is None and lo < 0 < hi  # the interval still holds 0
+    assert gapped.call == "bad" and lo > -0.0148  # but it excludes every mean a good-like version can have
+    # on the other side: the bad end lower (sign -1), the same contrasts mirrored
+    assert bs.probe_look([-x for x in like_bad], 0.05 / 12, -1.0, gap=0.0148).call == "bad"
+    assert bs.probe_look([-x for x in like_bad], 0.05 / 12, 1.0, gap=0.0148).call == "good"
+    assert bs.probe_look(like_bad, 0.05 / 12, 1.0, gap=0.0).call == plain.call  # gap 0: the old rule
+
+
+def test_a_probe_in_the_middle_of_the_ends_is_called_between() -> None:
+    mid = list(np.random.default_rng(8).normal(0.0, 0.001, 30))  # neither +g nor -g: a drift, not a step
+    assert bs.probe_look(mid, 0.05 / 12, 1.0, gap=0.02).call == "between"
+
+
+def test_the_ends_gap_is_half_the_best_bound_of_their_confidence_sequence() -> None:
+    c = list(np.random.default_rng(9).normal(math.log(1.05), 0.01, 15))
+    looks = [3, 5, 7, 9, 11, 13, 15]
+    want = max(bs.bounds(c[:n], 0.025)[0] for n in looks) / 2
+    assert bs.ends_gap(c, 0.025, 1.0, looks) == pytest.approx(want)
+    assert bs.ends_gap([-x for x in c], 0.025, -1.0, looks) == pytest.approx(want)
+    assert bs.ends_gap(c[:2], 0.025, 1.0, [2]) == 0.0  # no bound above 0: no gap
