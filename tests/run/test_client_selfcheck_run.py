@@ -55,7 +55,7 @@ def test_a_client_that_cannot_follow_warns_and_marks_the_verdict_its_bias_could_
     text = " ".join(out.stdout.split())
     assert "may have been the bottleneck" in text and "may be off" in text
     workloads = [{**w, "launch_id": lid} for lid, w in record["analysis"]["workloads"].items()]
-    assert all(w["client"]["bottleneck"] and w["client"]["criterion"] == 2 for w in workloads)
+    assert all(w["client"]["bottleneck"] and w["client"]["criterion"] == 3 for w in workloads)
     summary = client_bias(workloads, "e2e_s")
     assert summary is not None and not summary["saturated"]
     worst = summary["bias"] or 0.0

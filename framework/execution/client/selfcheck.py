@@ -17,10 +17,17 @@ stamp is late by the time its bytes waited in the socket, and three measurements
 - **the end's wait**: a response's end (its e2e stamp, which the field's TPOT, (e2e - ttft) / (n - 1),
   ends on) is stamped after its last token's read; the time between the two is the client's own.
 
-Criterion 2 (``CRITERION``; rows carry it as ``criterion``, a row without one used criterion 1). Per
-request, the first and last token-carrying reads may be late by ``d = min((events - 1) x interval,
-cap)`` (interval: the request's first-to-last span over its events minus one) and its end by
-``d_end = d_last + (e2e - last read)``. TPOT is a difference of two stamps, so a wait common to both
+Criterion 3 (``CRITERION``; rows carry it as ``criterion``, a row without one used criterion 1). A read
+that carried k events of a stream was late by about (k - 1) x interval for its oldest event (interval:
+the request's first-to-last span over its events minus one) and by an unseen part of one interval, taken
+at its middle when k > 1, for its newest. The first token is the oldest event of its read, so the first
+read is late by ``d_first = min((k_first - 1) x interval + interval / 2 [k_first > 1], cap)``; the last
+token is the newest of its read, so the last read is late by ``d_last = min(interval / 2 [k_last > 1],
+cap)``, however many events it carried, and the end by ``d_end = d_last + (e2e - last read)``.
+Criterion 2 charged the last read (k_last - 1) x interval too, as if the last token were the oldest of
+its read: on a quiet host a run with a TPOT error of -0.48% had a bias of +1.18% (three events piled
+in its last read; docs/results/selfcheck.md), the wrong size and the wrong sign, since a late first read
+makes the field's TPOT read short. TPOT is a difference of two stamps, so a wait common to both
 cancels: its possible relative bias is ``(d_end - d_first) / span``, signed, and the launch keeps the
 absolute value of its median over the measured requests (decode alike); TTFT ``d_first / ttft``; e2e
 and the throughputs ``d_end / e2e`` (medians, like the sim's lag check, servers/sim/fidelity.py). A
@@ -55,7 +62,7 @@ from framework.execution.client.stream import token_times
 
 CLIENT_LATE_WARN_S = 0.001  # median open-loop send lateness above this: the client could not keep the schedule
 LOOP_LAG_WARN_SHARE = 0.01  # median loop lag above this share of the median request's first-to-last-token span
-CRITERION = 2  # the self-check's criterion version (module docstring); rows carry it as `criterion`
+CRITERION = 3  # the self-check's criterion version (module docstring); rows carry it as `criterion`
 BIAS_WARN = 0.01  # a metric's possible relative bias above which the run warns
 BIAS_METRICS = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s", "output_tok_s")
 
@@ -87,8 +94,13 @@ def request_bias(row: dict[str, Any], events: list[int], cap: float,
     span = t[-1] - t[0]
     total = sum(ev)
     interval = span / (total - 1) if total > 1 else 0.0
-    d_first = min((ev[0] - 1) * interval, cap)
-    d_last = min((ev[-1] - 1) * interval, cap)
+    # criterion 3: a read of k events waited for the oldest (k - 1) intervals plus the newest's own wait, which
+    # the read cannot see beyond [0, interval) and is taken at its middle when the read piled (k > 1). The first
+    # token is the oldest event of its read; the last token is the newest of its read, so only that half interval
+    # is the last token's wait, however many events its read carried.
+    own = [interval / 2 if k > 1 else 0.0 for k in (ev[0], ev[-1])]
+    d_first = min((ev[0] - 1) * interval + own[0], cap)
+    d_last = min(own[1], cap)
     e2e = row["e2e_s"] / (row.get("time_scale") or 1.0)
     end = d_last + max(0.0, e2e - t[-1])  # the response's end is stamped after its last token's read
     decode = (end - d_first) / span if span > 0 else None
