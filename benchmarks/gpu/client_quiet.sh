@@ -18,7 +18,7 @@
 # bounded (CAPACITY_S=170, SELFCHECK_S=170), so at most 345 s in all. A step cut by its bound keeps the rows
 # it printed in its .log (client_capacity.md is rewritten after each row). CLIENTS: client_capacity's clients
 # (default "framework vllm aiperf"; where vLLM or AIPerf is installed they take minutes more). QUICK=1: tiny sizes (a dry run on any 2-core machine, with CORES=0-1 SERVER_CORE=0
-# CLIENT_CORE=1), about 40 s.
+# CLIENT_CORE=1), about 40 s. SKIP_CAPACITY=1: the self-check step alone (SELFCHECK_S=420 lets all 30 runs finish).
 set -uo pipefail
 RESULTS=${1:?results directory}
 CORES=${CORES:-10-15}
@@ -60,7 +60,7 @@ step() {  # name, bound (s), command...
   tail -n 25 "$RESULTS/$name.log"
 }
 
-step client_capacity "$CAPACITY_S" "$PY" benchmarks/client_capacity.py --clients ${CLIENTS:-framework vllm aiperf} \
+[ "${SKIP_CAPACITY:-0}" = 1 ] || step client_capacity "$CAPACITY_S" "$PY" benchmarks/client_capacity.py --clients ${CLIENTS:-framework vllm aiperf} \
   "${CAPACITY[@]}" --server-core "$SERVER_CORE" --client-core "$CLIENT_CORE" --md "$RESULTS/client_capacity.md"
 step selfcheck "$SELFCHECK_S" "$PY" benchmarks/selfcheck_calibration.py "${SELFCHECK[@]}" \
   --server-core "$SERVER_CORE" --client-core "$CLIENT_CORE" --md "$RESULTS/selfcheck.md"
