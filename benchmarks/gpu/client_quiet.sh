@@ -63,6 +63,6 @@ step() {  # name, bound (s), command...
 [ "${SKIP_CAPACITY:-0}" = 1 ] || step client_capacity "$CAPACITY_S" "$PY" benchmarks/client_capacity.py --clients ${CLIENTS:-framework vllm aiperf} \
   "${CAPACITY[@]}" --server-core "$SERVER_CORE" --client-core "$CLIENT_CORE" --md "$RESULTS/client_capacity.md"
 step selfcheck "$SELFCHECK_S" "$PY" benchmarks/selfcheck_calibration.py "${SELFCHECK[@]}" \
-  --server-core "$SERVER_CORE" --client-core "$CLIENT_CORE" --md "$RESULTS/selfcheck.md"
+  --server-core "$SERVER_CORE" --client-core "$CLIENT_CORE" --md "$RESULTS/selfcheck.md" --dump "$RESULTS/selfcheck_dump"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$RESULTS/env.txt"
 ls -l "$RESULTS"
