@@ -212,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                             since = len(log.read_text().splitlines())
                             dump = None
                             if args.dump:
+                                Path(args.dump).mkdir(parents=True, exist_ok=True)
                                 what = load.get("streams") or f"r{load['rate']:g}"
                                 dump = str(Path(args.dump) / f"w{workers}-{what}-b{burners}")
                             measured = run_one(url, load, workers, args.tokens, client_core, work,
