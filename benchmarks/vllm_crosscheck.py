@@ -125,10 +125,8 @@ def framework_client(base_url: str, model: str, args: argparse.Namespace, work: 
     ok = [r for r in rows if r.get("ok")]
     e2e_tpot = [(r["e2e_s"] - r["ttft_s"]) / (r["completion_tokens"] - 1) for r in ok
                 if r.get("ttft_s") is not None and (r.get("completion_tokens") or 0) > 1]
-    field = [fielddecode.with_field_decode(r) for r in ok]  # the analysis's TPOT (rules versions 4-5)
-    # and its one-read requests as n - 1 tokens in 0 s (rules version 5, `one_read_decode`)
-    parts = [p for p in (ratio_parts("tpot_s", r) or fielddecode.one_read_parts("tpot_s", r) for r in field)
-             if p is not None]
+    field = [fielddecode.with_field_decode(r) for r in ok]  # the analysis's TPOT (rules version 4)
+    parts = [p for p in (ratio_parts("tpot_s", r) for r in field) if p is not None]
     return {
         "requests": len(rows), "ok": len(ok),
         "ttft": mean([r["ttft_s"] for r in ok if r.get("ttft_s") is not None]),
@@ -137,6 +135,9 @@ def framework_client(base_url: str, model: str, args: argparse.Namespace, work: 
         "tpot": mean(e2e_tpot),
         "tpot_launch": sum(a for a, _ in parts) / sum(b for _, b in parts) if parts else None,
         "tpot_launch_n": len(parts),
+        # requests whose tokens all came with their first (e2e == ttft): no decode time to count, so the analysis
+        # reports them as not measured (`no_time`, or the client's `one_chunk`/`one_read`) instead of using them
+        "tpot_no_time_n": sum(1 for r in ok if fielddecode.field_parts(r) in ("no_time",)),
         "e2e": mean([r["e2e_s"] for r in ok]),
         "completion_tokens": sorted({r.get("completion_tokens") for r in ok}),
         "verdict": record["verdict"],

@@ -58,24 +58,6 @@ def with_field_decode(row: dict[str, Any]) -> dict[str, Any]:
             "decode_s": secs, "decode_unmeasured": None}
 
 
-def one_read_parts(metric: str, row: dict[str, Any]) -> tuple[float, float] | None:
-    """A one-read request's share of its launch's ratio of totals (rules version 5, `one_read_decode`).
-
-    A request whose n >= 2 tokens all came in the read that carried its first (e2e - ttft <= 0) spent no time
-    decoding by the field's definition: it adds n - 1 tokens and 0 seconds to the launch's totals, as `vllm
-    bench serve` counts it (TPOT 0). Without it such requests drop out of sum(e2e - ttft) / sum(n - 1), and
-    they are the fast ones (survivorship). Only for the ratio metrics tpot_s and decode_tok_s; None for any
-    other request (its own decode, or none)."""
-    if metric not in FIELD_METRICS or row.get("kind", "request") != "request" or not row.get("ok"):
-        return None
-    n = _number(row.get("completion_tokens"))
-    e2e, ttft = _number(row.get("e2e_s")), _number(row.get("ttft_s"))
-    if n is None or n < 2 or ttft is None or e2e is None or e2e - ttft > 0:
-        return None
-    tokens = float(int(n) - 1)
-    return (tokens, 0.0) if metric == "decode_tok_s" else (0.0, tokens)
-
-
 def changes(metric: str) -> bool:
     """Whether the field's definition changes `metric`'s values (tpot_s, decode_tok_s and their stats)."""
     return metric.partition(".")[0] in FIELD_METRICS

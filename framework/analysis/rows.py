@@ -55,7 +55,6 @@ class ConditionData:
     machines: dict[str, str] = field(default_factory=dict)  # launch id -> machine id (framework.core.machine)
     served_requests: dict[str, int] = field(default_factory=dict)  # launch id -> its ok requests (warm-up included)
     outputs: list[dict[str, Any]] = field(default_factory=list)  # measured request rows that kept what they generated
-    one_reads: dict[str, int] = field(default_factory=dict)  # launch id -> its one-read requests (`one_read_decode`)
 
     def means(self, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[float]]:
         """Ids and metric values of the ok launches that measured something, apart from `exclude`.
@@ -70,8 +69,7 @@ class ConditionData:
     def _value(self, launch_id: str) -> float:
         values = self.values[launch_id]
         parts = (self.ratios or {}).get(launch_id)
-        # every value has its parts, and under `one_read_decode` each one-read request adds parts without a value
-        if parts and len(parts) == len(values) + self.one_reads.get(launch_id, 0) and sum(d for _, d in parts) > 0:
+        if parts and len(parts) == len(values):
             return sum(n for n, _ in parts) / sum(d for _, d in parts)
         return sum(values) / len(values)
 
@@ -218,12 +216,6 @@ def collect(h: Hypothesis, distinct: list[dict[str, Any]], rules: RuleSet | None
         if not r.get("warmup") and r.get("output") is not None:  # an outputs prediction's (analysis.outputs)
             d.outputs.append(r)
         if r.get("warmup") or not r.get("ok"):
-            continue
-        one_read = (fielddecode.one_read_parts(h.metric, r)
-                    if d.ratios is not None and rules.one_read_decode else None)
-        if one_read is not None:  # its n - 1 tokens in 0 s count in the launch's totals (rules version 5)
-            d.ratios[lid].append(one_read)
-            d.one_reads[lid] = d.one_reads.get(lid, 0) + 1
             continue
         why = unmeasured(h.metric, r)
         if why is not None:

@@ -76,11 +76,6 @@ class RuleSet:
     # requests"): paired requests' generated tokens compared, with Korn-Graubard clustered Clopper-Pearson bounds
     # on the agreement rate. Before version 5 an outputs prediction is inconclusive (no rule for it).
     outputs_kind: bool = False
-    # Under `field_decode` and `ratio_rates`, a request whose n >= 2 tokens all came in its first read
-    # (e2e - ttft = 0) adds n - 1 tokens and 0 s to its launch's TPOT and decode-rate totals, as `vllm bench
-    # serve` counts it (TPOT 0), instead of dropping out: the fast requests no longer bias the launch's TPOT up
-    # through the survivors (analysis/fielddecode.one_read_parts; issue 32).
-    one_read_decode: bool = False
     # A bisection's probe is judged against the change the ends have shown (stats.bisection.ends_gap): "bad" when
     # its interval excludes every mean a version like the good end can have (-g, g half the ends' proven change),
     # not only 0; an interval excluding both ends' sides ends the bisection undecided ("between"; issue 36).
@@ -106,7 +101,6 @@ _V4 = {**_V3,
 # version 5 (framework 0.3.0): version 4 plus the switches CHANGELOG.md lists under rules version 5
 _V5 = {**_V4,
        "outputs_kind": True,
-       "one_read_decode": True,
        "bisect_gap": True,
        }
 

@@ -80,5 +80,7 @@ def test_the_framework_agrees_with_vllms_own_counters_and_bench_serve(tiny_hf, t
         assert figures[client]["ok"] == server["ttft_count"] == server["e2e_count"] == 16, figures
         assert all(figures[client][k] is not None and server[k] is not None for k in ("ttft", "tpot", "e2e")), figures
     assert figures["tpot_bound"] == TPOT_BOUND
-    assert figures["framework"]["tpot_launch_n"] == 16  # no request lost to a merged read
+    # every request is either in the launch's TPOT or reported as having no decode time (all its tokens came with
+    # its first read, which vLLM's CPU backend does under load): none is dropped unsaid
+    assert figures["framework"]["tpot_launch_n"] + figures["framework"]["tpot_no_time_n"] == 16, figures
     assert abs(figures["tpot_gap"]) <= TPOT_BOUND, figures
