@@ -418,13 +418,20 @@ def mark(prediction: dict[str, Any]) -> str:
 
 
 def _absorbed(fit: TwinFit, config: TwinConfig) -> set[str]:
-    """Unidentified parameters whose effect the fitted ones already hold at `config`: the all-reduce cost at the
-    one TP size the pilot ran (a T and a P are d0 + d1 (T - 1) and p1 P terms again, so the fit measured
-    d0 + a, d1 + a and p1 + a there); elsewhere it is unknown and blocks the interval."""
+    """Unidentified parameters whose effect the fitted ones already hold at `config`: the spec overhead at the one
+    stream count and a flag set the pilot ran (below); the all-reduce cost at the one TP size the pilot ran (a T
+    and a P are d0 + d1 (T - 1) and p1 P terms again, so the fit measured d0 + a, d1 + a and p1 + a there);
+    elsewhere it is unknown and blocks the interval."""
     domain = fit.domain
+    out = set()
     if domain is not None and domain.tp_size == [config.tp_size]:
-        return {"allreduce_us_per_token"}
-    return set()
+        out.add("allreduce_us_per_token")
+    # the spec overhead at the one stream count the pilot ran, with flags it ran: a verify step of the same
+    # width T (streams x draft tokens), whose d0 + d1 (T - 1) + o the fit measured there as one sum
+    if domain is not None and domain.concurrency == (config.concurrency, config.concurrency) \
+            and list(config.flags) in domain.flags:
+        out.add("spec_overhead_us")
+    return out
 
 
 def predict_interval(fit: TwinFit, config: TwinConfig, predict: Predict, *, level: float = 0.9,

@@ -185,7 +185,8 @@ def parse_twin_args(profile: Profile, argv: list[str], *, require_model_path: bo
         es = engines.EngineSettings(engine=twin.engine, prefill_chunk=chunk if chunk and chunk > 0 else None,
                                     slots=a.max_running_requests, tp=a.tp_size)
         return a.model_copy(update={"engine_settings": es})
-    own = {"--model-path", "--tp-size", "--host", "--port", "--random-seed"}
+    own = {"--model-path", "--tp-size", "--host", "--port", "--random-seed",
+           *engines.SIM_SPEC_FLAGS.get(twin.engine, set())}
     mine, theirs = engines.split(argv, twin.engine, own)
     try:
         es = engines.settings(twin.engine, theirs)

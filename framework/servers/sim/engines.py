@@ -50,6 +50,14 @@ ENGINE_FLAGS: dict[str, dict[str, Role]] = {
         "--mem-fraction-static": "no_effect",
     },
 }
+# the speculative flags an engine shares with SGLang: the sim's own parser reads them (the twin's verify step,
+# its spec overhead and accept length), not the engine's table. The GPU server takes SGLang's spelling
+# (--speculative-algorithm NGRAM|EAGLE..., --speculative-num-draft-tokens K); without this its speculative arm
+# was "not modelled" and the twin could not fit a speculative pilot of it.
+SIM_SPEC_FLAGS: dict[str, set[str]] = {
+    "gpu": {"--speculative-algorithm", "--speculative-num-draft-tokens", "--speculative-num-steps",
+            "--speculative-eagle-topk", "--speculative-draft-model-path"},
+}
 # what each engine runs when a flag is not given (None: unbounded / the twin's reference)
 DEFAULTS: dict[str, dict[str, int | None]] = {
     "llamacpp": {"threads": None, "prefill_chunk": 512, "prefill_chunk_cap": 512, "slots": 1, "context": 2048},

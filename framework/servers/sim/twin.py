@@ -50,7 +50,8 @@ def engine_summary(fit: TwinFit, config: TwinConfig) -> dict[str, Any]:
     """What the twin read from a configuration's flags (for records and `fit`'s output)."""
     if not engines.engine_takes_own_flags(fit.engine):
         return {}
-    _, theirs = engines.split(server_flags(config), fit.engine, SIM_OWN_FLAGS)
+    _, theirs = engines.split(server_flags(config), fit.engine,
+                              SIM_OWN_FLAGS | engines.SIM_SPEC_FLAGS.get(fit.engine, set()))
     s = engines.settings(fit.engine, theirs)
     return {"threads": s.threads, "prefill_chunk": s.prefill_chunk, "slots": s.slots, "context": s.context,
             "not_modelled": s.not_modelled}

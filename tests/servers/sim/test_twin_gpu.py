@@ -93,3 +93,22 @@ def test_a_fit_on_the_validation_pilot_recovers_a_known_gpu_twin() -> None:
         p = fit.parameters[name]
         assert abs(p.estimate - value) <= 4 * p.se + 1e-9, (name, p.estimate, p.se, value)
     assert fit.domain is not None and fit.domain.concurrency == (1, 8) and len(fit.domain.flags) == 2
+
+
+def test_the_gpu_servers_speculative_flags_reach_the_twins_verify_step() -> None:
+    """NGRAM on the GPU server (SGLang's spelling) is a verify step of K tokens with the spec overhead: a twin whose
+    overhead is 0 and one whose overhead is 5 ms predict different TPOTs (they predicted the same before: the flags
+    went to the engine's table as not modelled), and the flags are not listed as not modelled."""
+    spec = ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "4"]
+    config = _config(spec, 1, 64, 32)
+    values = {**KNOWN, "accept_length": 2.0}
+    base = blank("gpu", "t", None).with_values({**values, "spec_overhead_us": 0.0})
+    slow = base.with_values({"spec_overhead_us": 5000.0})
+    fast_tpot, slow_tpot = twin_predict(base, config)["tpot_s"], twin_predict(slow, config)["tpot_s"]
+    assert slow_tpot > fast_tpot * 1.5
+    plain = twin_predict(base, _config([], 1, 64, 32))["tpot_s"]
+    # a verify step of 4 tokens (d0 + 3 d1) emits 2 tokens on average: about half the plain step's TPOT
+    assert math.isclose(fast_tpot, (KNOWN["decode_step_us"] + 3 * KNOWN["decode_us_per_token"]) / 2e6, rel_tol=0.1)
+    assert fast_tpot < plain
+    from framework.servers.sim.twin import engine_summary
+    assert not set(engine_summary(base, config)["not_modelled"]) & engines.SIM_SPEC_FLAGS["gpu"]
