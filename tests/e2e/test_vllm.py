@@ -20,8 +20,6 @@ import pytest
 from cli_helpers import ROOT, framework, ledger_records
 from vllm_venv import PYTHON, TIER
 
-from framework.analysis.predictions import LOSS_LIMIT
-
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from vllm_crosscheck import TPOT_BOUND  # noqa: E402
 
@@ -70,8 +68,8 @@ def test_the_shipped_vllm_hypothesis_is_registered_run_on_real_vllm_and_audited(
 @pytest.mark.timeout(1800)
 def test_the_framework_agrees_with_vllms_own_counters_and_bench_serve(tiny_hf, tmp_path):
     """benchmarks/vllm_crosscheck.py on one real server: every request counted by both sides, and the framework's
-    launch TPOT (rules version 4) within the script's bound of vLLM's own `/metrics` mean whenever it has one to give:
-    when more than the loss rule's share came whole (no decode time), the analysis withholds a TPOT verdict instead."""
+    launch TPOT (rules version 4) within the script's bound of vLLM's own `/metrics` mean (the tier fails otherwise:
+    on a box loaded by other work vLLM's CPU API server sends requests whole and late, and it does)."""
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "vllm_crosscheck.py"), "--python", str(PYTHON),
                           "--model", str(tiny_hf[0]), "--json", str(tmp_path / "crosscheck.json")],
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=1800)
@@ -86,11 +84,4 @@ def test_the_framework_agrees_with_vllms_own_counters_and_bench_serve(tiny_hf, t
     # every request is either in the launch's TPOT or reported as having no decode time (all its tokens came with
     # its first read, which vLLM's CPU backend does under load): none is dropped unsaid
     assert figures["framework"]["tpot_launch_n"] + figures["framework"]["tpot_no_time_n"] == 16, figures
-    if figures["framework"]["tpot_no_time_n"] / 16 > LOSS_LIMIT:
-        # vLLM's CPU backend sent most requests whole (under load it does): the launch's TPOT rests on a few
-        # survivors, and the framework's analysis names the rest not measured and draws no TPOT verdict from
-        # them (the loss rule); there is no figure of the framework's to hold to the bound
-        print(f"cross-check: {figures['framework']['tpot_no_time_n']} of 16 requests had no decode time; "
-              f"the loss rule (> {LOSS_LIMIT:.0%}) withholds a TPOT verdict, gap {figures['tpot_gap']:+.1%} not judged")
-        return
     assert abs(figures["tpot_gap"]) <= TPOT_BOUND, figures
