@@ -186,6 +186,7 @@ class RequestRow(_Row):
     dataset_row: int | None = None
     # --- the client's self-check (client.selfcheck): SSE events per token-carrying chunk, never written
     read_events: list[int] | None = Field(default=None, exclude=True)
+    read_waits: list[float | None] | None = Field(default=None, exclude=True)  # each chunk's bytes' wait (client.polls)
 
     def to_json(self) -> dict[str, Any]:
         model_clock = self.clock == "sim_model"

@@ -34,7 +34,7 @@ from framework.core.workload import (
     Endpoint,
     Workload,
 )
-from framework.execution.client import connection
+from framework.execution.client import connection, polls
 from framework.execution.client.capture import OutputCapture
 from framework.execution.client.refusal import refused
 from framework.execution.client.stream import ChunkReader, MalformedEvent, StreamParser, clock_figures
@@ -79,7 +79,7 @@ def generate_body(ids: list[int], workload: Workload) -> dict[str, Any]:
 CONTEXT_LENGTH = re.compile(r"context length|maximum context|max_model_len", re.IGNORECASE)
 
 
-Arrivals = deque  # of (perf_counter, the payload fed, its body bytes fed so far)
+Arrivals = deque  # of (perf_counter, the payload fed, its body bytes fed so far, the bytes' wait: polls.PollClock)
 
 
 def _arrival_log(resp: Any) -> Arrivals | None:
@@ -103,8 +103,10 @@ def _arrival_log(resp: Any) -> Arrivals | None:
         if log is None:
             original = proto.data_received
             log = deque()
+            clock = polls.clock_of(asyncio.get_running_loop())
 
-            def data_received(data: bytes, _now: Any = time.perf_counter, _log: Arrivals = log) -> None:
+            def data_received(data: bytes, _now: Any = time.perf_counter, _log: Arrivals = log,
+                              _clock: polls.PollClock | None = clock) -> None:
                 if not data:  # aiohttp's own call when it resumes reading: no bytes arrived
                     original(data)
                     return
@@ -113,7 +115,7 @@ def _arrival_log(resp: Any) -> Arrivals | None:
                 original(data)
                 payload = getattr(proto, "_payload", None) or before  # None once these bytes ended the body
                 if payload is not None:
-                    _log.append((t, payload, payload.total_bytes))
+                    _log.append((t, payload, payload.total_bytes, None if _clock is None else _clock.waited(t)))
 
             proto.data_received = data_received
             setattr(proto, _LOG_ATTR, log)
@@ -178,9 +180,9 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
                         if arrivals:  # stamped as the socket's data arrived: each arrival its own chunk
                             end, at = consumed + len(piece), 0
                             while arrivals and arrivals[0][1] is resp.content and arrivals[0][2] <= end:
-                                t, _, total = arrivals.popleft()
+                                t, _, total, waited = arrivals.popleft()
                                 if total - consumed > at:
-                                    reader.read(t - t0, piece[at:total - consumed])
+                                    reader.read(t - t0, piece[at:total - consumed], waited)
                                     last_read = t - t0
                                     at = total - consumed
                             if at < len(piece):
@@ -258,7 +260,7 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
         sim_max_lag_s=meta.get("sim_max_lag_s"),
         sim_first_lag_s=meta.get("sim_first_lag_s"),
         sim_last_lag_s=meta.get("sim_last_lag_s"),
-        read_events=reader.events,
+        read_events=reader.events, read_waits=reader.waits,
         retries=retries or None,
         output=capture.record() if capture is not None else None,
         **figures,

@@ -162,11 +162,13 @@ class ChunkReader:
         self.times: list[float] = []
         self.tokens: list[int] = []
         self.events: list[int] = []  # token-carrying events per chunk (the self-check's events per read)
+        self.waits: list[float | None] = []  # per chunk: how long its bytes waited for the loop (client.polls)
         self.total = 0
         self._generate = parser.endpoint == "generate"
 
-    def read(self, now: float, piece: bytes) -> None:
-        """One read that arrived at `now`. Raises MalformedEvent for an event that is not the endpoint's JSON."""
+    def read(self, now: float, piece: bytes, waited: float | None = None) -> None:
+        """One read that arrived at `now` after its bytes waited `waited` for the loop (None: not known).
+        Raises MalformedEvent for an event that is not the endpoint's JSON."""
         parts = (self.tail + piece if self.tail else piece).split(b"\n\n")
         self.tail = parts.pop()
         got = carrying = events = 0
@@ -186,6 +188,7 @@ class ChunkReader:
             self.times.append(now)
             self.tokens.append(got)
             self.events.append(carrying)
+            self.waits.append(waited)
             self.total += got
 
 

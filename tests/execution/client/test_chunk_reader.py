@@ -109,7 +109,7 @@ def test_a_real_aiohttp_response_is_stamped_at_the_socket(tmp_path: Path):
                     assert log is not None
                     body = await resp.read()
                     assert body.count(b"data: {") == 5
-                    out.append([(t, n) for t, payload, n in log if payload is resp.content])
+                    out.append([(t, n) for t, payload, n, _ in log if payload is resp.content])
                     assert out[-1][-1][1] == len(body)  # the bytes that ended the body are stamped too
         return out
 
