@@ -50,12 +50,13 @@ def test_a_client_that_cannot_follow_warns_and_marks_the_verdict_its_bias_could_
     (framework.analysis.bias.could_move), which on a loaded machine may or may not be the case."""
     from framework.analysis.bias import client_bias, could_move
     from framework.core.spec import load_hypothesis
+    from framework.execution.client.selfcheck import CRITERION
 
     out, record = _run(workdir, first=5, interval=1, tokens=128, streams=256, requests=256)
     text = " ".join(out.stdout.split())
     assert "may have been the bottleneck" in text and "may be off" in text
     workloads = [{**w, "launch_id": lid} for lid, w in record["analysis"]["workloads"].items()]
-    assert all(w["client"]["bottleneck"] and w["client"]["criterion"] == 3 for w in workloads)
+    assert all(w["client"]["bottleneck"] and w["client"]["criterion"] == CRITERION for w in workloads)
     summary = client_bias(workloads, "e2e_s")
     assert summary is not None and not summary["saturated"]
     worst = summary["bias"] or 0.0

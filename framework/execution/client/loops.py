@@ -32,7 +32,7 @@ from framework.core.workload import (
     Workload,
     endpoint_of,
 )
-from framework.execution.client import connection, openloop
+from framework.execution.client import connection, openloop, polls
 from framework.execution.client.capture import OutputCapture
 from framework.execution.client.plan import resolve_plan
 from framework.execution.client.request import measure_request, request_body
@@ -108,11 +108,13 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
     part of the plan from the shared start and returns its raw timing for the parent's `client_health`."""
     import aiohttp
 
+    polls.install(asyncio.get_running_loop())  # each read's wait for the loop (the self-check, criterion 4)
     lag = _LoopLag()
     lag.start()
     lateness: list[float] = []
     rows: list[dict[str, Any]] = []
     reads: list[list[int]] = []  # per measured request: events per token-carrying read (the self-check)
+    waits: list[list[float | None]] = []  # per measured request: each read's bytes' wait for the loop (polls)
     connector = connection.connector()  # idle connections dropped before a server's keep-alive closes them
     retried = [0]  # requests sent again on a fresh connection (framework.execution.client.connection)
     t_origin = time.perf_counter()
@@ -150,6 +152,7 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
         if req.phase == "measured":
             rows.append(row)
             reads.append(measured.read_events or [])
+            waits.append(measured.read_waits or [])
         on_row(req.index, req.phase != "measured", row)
         return send_lateness_wall_s or 0.0
 
@@ -175,7 +178,8 @@ async def _execute(plan: Plan, base_url: str, workload: Workload, endpoint: Endp
         if waited is not None and cpu0[2] is not None:
             cpu["run_queue_s"] = waited - cpu0[2]
     await lag.stop()
-    health = {**client_health(lateness, lag.samples, rows, cpu=cpu, reads=reads, stalls=lag.stalls),
+    health = {**client_health(lateness, lag.samples, rows, cpu=cpu, reads=reads, stalls=lag.stalls,
+                                 waits=waits),
               "clock_origin_s": t_origin, "connection_retries": retried[0]}
     if share is not None:  # a worker: its own health, and the raw timing the parent merges over every worker
         return {"health": health, "lateness": lateness, "loop_lag": lag.samples}

@@ -17,7 +17,20 @@ stamp is late by the time its bytes waited in the socket, and three measurements
 - **the end's wait**: a response's end (its e2e stamp, which the field's TPOT, (e2e - ttft) / (n - 1),
   ends on) is stamped after its last token's read; the time between the two is the client's own.
 
-Criterion 3 (``CRITERION``; rows carry it as ``criterion``, a row without one used criterion 1). A read
+Criterion 4 (``CRITERION``; rows carry it as ``criterion``, a row without one used criterion 1) measures
+each read's wait instead of inferring it: the loop's polls are timed (client.polls), and bytes handed over
+in a turn whose poll blocked woke it (they waited only their place in the turn), otherwise they arrived
+during the busy turn before (taken at its middle). The first token's read waited ``w_first``, the last's
+``w_last``, the end ``d_end = w_last + (e2e - last read)``; TPOT and decode ``(d_end - w_first) / span``,
+TTFT ``w_first / ttft``, e2e and the throughputs ``d_end / e2e``, and a whole stream in one read is piled
+when its read waited at least (events - 1) x the launch's median interval. Criterion 3 read the events
+per read as the wait, which a per-read loop delay common to both stamps defeats: on a quiet 2-core host
+a request whose first token waited 5.8 ms and last 4.5 ms (the truth log against the stamps) read 2
+events in each, and criterion 3 charged the first (k - 1) x interval and the last half an interval
+(docs/results/selfcheck.md). Where no read's wait was measured (a loop whose selector cannot be timed) the
+row says criterion 3, whose rule follows.
+
+Criterion 3. A read
 that carried k events of a stream was late by about (k - 1) x interval for its oldest event (interval:
 the request's first-to-last span over its events minus one) and by an unseen part of one interval, taken
 at its middle when k > 1, for its newest. The first token is the oldest event of its read, so the first
@@ -62,7 +75,7 @@ from framework.execution.client.stream import token_times
 
 CLIENT_LATE_WARN_S = 0.001  # median open-loop send lateness above this: the client could not keep the schedule
 LOOP_LAG_WARN_SHARE = 0.01  # median loop lag above this share of the median request's first-to-last-token span
-CRITERION = 3  # the self-check's criterion version (module docstring); rows carry it as `criterion`
+CRITERION = 4  # the self-check's criterion version (module docstring); 3 where no read's wait was measured
 BIAS_WARN = 0.01  # a metric's possible relative bias above which the run warns
 BIAS_METRICS = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s", "output_tok_s")
 
@@ -75,7 +88,7 @@ def _quantiles(values: list[float]) -> dict[str, float | None]:
 
 
 def request_bias(row: dict[str, Any], events: list[int], cap: float,
-                 interval_ref: float = 0.0) -> dict[str, float] | None:
+                 interval_ref: float = 0.0, waits: list[float | None] | None = None) -> dict[str, float] | None:
     """One request's possible relative bias per metric from its reads, each read's wait capped by `cap`, the
     loop's largest lag or timer stall (module docstring); None without two reads, except a whole stream in
     one read (below). TPOT and decode are signed (the end's wait less the first token's: a wait common to
@@ -83,15 +96,28 @@ def request_bias(row: dict[str, Any], events: list[int], cap: float,
 
     A stream of several events in one read has no decode the reads can time: if the loop was away long
     enough for them to pile up (`cap` >= (events - 1) x `interval_ref`, the launch's median interval
-    between events), its TPOT and decode may be off by 100%; otherwise the server sent them together."""
-    t = token_times(row.get("chunk_times_s") or [], row.get("chunk_tokens") or [])
-    ev = [e for e, n in zip(events, row.get("chunk_tokens") or [], strict=False) if n > 0]
+    between events), its TPOT and decode may be off by 100%; otherwise the server sent them together.
+
+    `waits` (criterion 4): each chunk's bytes' measured wait for the loop (client.polls), aligned with the
+    row's chunks; where the first and last token-carrying reads have one, they are the two stamps' lateness
+    and replace criterion 3's reading of the events per read (and `cap` in the one-read rule)."""
+    tokens = row.get("chunk_tokens") or []
+    t = token_times(row.get("chunk_times_s") or [], tokens)
+    ev = [e for e, n in zip(events, tokens, strict=False) if n > 0]
+    w = [x for x, n in zip(waits, tokens, strict=False) if n > 0] if waits and len(waits) == len(tokens) else []
     if len(t) == 1 and len(ev) == 1 and ev[0] > 1 and row.get("e2e_s"):
-        piled = cap >= (ev[0] - 1) * interval_ref
+        piled = (w[0] if w and w[0] is not None else cap) >= (ev[0] - 1) * interval_ref
         return {"tpot_s": 1.0 if piled else 0.0, "decode_tok_s": 1.0 if piled else 0.0}
     if len(t) < 2 or len(ev) != len(t) or not row.get("e2e_s"):
         return None
     span = t[-1] - t[0]
+    e2e = row["e2e_s"] / (row.get("time_scale") or 1.0)
+    if len(w) == len(t) and w[0] is not None and w[-1] is not None:  # criterion 4: the waits as measured
+        end = w[-1] + max(0.0, e2e - t[-1])
+        decode = (end - w[0]) / span if span > 0 else None
+        out = {"ttft_s": w[0] / t[0] if t[0] > 0 else None, "tpot_s": decode, "decode_tok_s": decode,
+               "e2e_s": end / e2e if e2e > 0 else None, "output_tok_s": end / e2e if e2e > 0 else None}
+        return {k: v for k, v in out.items() if v is not None}
     total = sum(ev)
     interval = span / (total - 1) if total > 1 else 0.0
     # criterion 3: a read of k events waited for the oldest (k - 1) intervals plus the newest's own wait, which
@@ -101,7 +127,6 @@ def request_bias(row: dict[str, Any], events: list[int], cap: float,
     own = [interval / 2 if k > 1 else 0.0 for k in (ev[0], ev[-1])]
     d_first = min((ev[0] - 1) * interval + own[0], cap)
     d_last = min(own[1], cap)
-    e2e = row["e2e_s"] / (row.get("time_scale") or 1.0)
     end = d_last + max(0.0, e2e - t[-1])  # the response's end is stamped after its last token's read
     decode = (end - d_first) / span if span > 0 else None
     out = {"ttft_s": d_first / t[0] if t[0] > 0 else None, "tpot_s": decode, "decode_tok_s": decode,
@@ -111,16 +136,20 @@ def request_bias(row: dict[str, Any], events: list[int], cap: float,
 
 def client_health(lateness: list[float], loop_lag: list[float], rows: list[dict[str, Any]], *,
                   cpu: dict[str, float] | None = None, reads: list[list[int]] | None = None,
-                  stalls: list[float] | None = None) -> dict[str, Any]:
+                  stalls: list[float] | None = None,
+                  waits: list[list[float | None]] | None = None) -> dict[str, Any]:
     """The client's own timing and whether it was the bottleneck, with the possible bias of each figure (pure).
 
     `rows`: the measured requests' rows; `reads`: each one's events per token-carrying read (aligned with
     `rows`; None when not measured); `cpu`: the loop thread's and the process's CPU seconds over the
     workload's wall seconds (``thread_s``, ``process_s``, ``wall_s``); `stalls`: how late the loop's lag
-    timer fired (loops._LoopLag).
+    timer fired (loops._LoopLag); `waits`: each measured request's per-chunk waits for the loop (client.polls,
+    aligned with `rows`; criterion 4 where given).
     """
     wall_rows = [(r, (reads[i] if reads is not None and i < len(reads) else None))
                  for i, r in enumerate(rows) if r.get("clock") != "sim_model"]
+    wall_waits = [(waits[i] if waits is not None and i < len(waits) else None)
+                  for i, r in enumerate(rows) if r.get("clock") != "sim_model"]
     gaps, spans = [], []
     for r, _ in wall_rows:
         t = token_times(r.get("chunk_times_s") or [], r.get("chunk_tokens") or [])
@@ -133,34 +162,19 @@ def client_health(lateness: list[float], loop_lag: list[float], rows: list[dict[
     busy = (cpu["thread_s"] + cpu.get("run_queue_s", 0.0)) / cpu["wall_s"] if cpu and cpu.get("wall_s") else None
     per_read = [e for r, ev in wall_rows if r.get("ok", True) and ev for e in ev]
     stall = _quantiles(stalls or [])
-    cap = max(lag["max"] or 0.0, stall["max"] or 0.0)
-    biases: dict[str, list[float]] = {m: [] for m in BIAS_METRICS}
-    intervals = []  # per request with two reads or more: its first-to-last span over its events minus one
-    for r, ev in wall_rows:
-        t = token_times(r.get("chunk_times_s") or [], r.get("chunk_tokens") or [])
-        carrying = sum(e for e, n in zip(ev or [], r.get("chunk_tokens") or [], strict=False) if n > 0)
-        if len(t) >= 2 and carrying > 1:
-            intervals.append((t[-1] - t[0]) / (carrying - 1))
-    interval_ref = statistics.median(intervals) if intervals else 0.0
-    for r, ev in wall_rows:
-        if ev is None or not r.get("ok", True):
-            continue
-        b = request_bias(r, ev, cap, interval_ref)
-        for k, v in (b or {}).items():
-            biases[k].append(v)
-    bias = {m: (abs(statistics.median(v)) if v else None) for m, v in biases.items()}
+    cap = read_cap(loop_lag, stalls or [])
+    biases, measured_waits = _request_biases(wall_rows, wall_waits, cap)
+    bias = launch_bias(biases)
     reasons = []
     if late["p50"] is not None and late["p50"] > CLIENT_LATE_WARN_S:
         reasons.append(f"median send lateness {late['p50'] * 1e3:.2f} ms > {CLIENT_LATE_WARN_S * 1e3:g} ms")
     if lag["p50"] is not None and median_span and lag["p50"] > LOOP_LAG_WARN_SHARE * median_span:
         reasons.append(f"median event-loop lag {lag['p50'] * 1e3:.3f} ms > {LOOP_LAG_WARN_SHARE:.0%} of the median "
                        f"first-to-last-token span ({median_span * 1e3:.1f} ms)")
-    worst = max(((m, v) for m, v in bias.items() if v is not None), key=lambda mv: mv[1], default=None)
-    if worst is not None and worst[1] > BIAS_WARN:
-        mean_events = sum(per_read) / len(per_read) if per_read else 0.0
-        reasons.append(f"its reads carried {mean_events:.1f} events each on average and its event loop lagged by up "
-                       f"to {cap * 1e3:.1f} ms: figures may be off by up to "
-                       + ", ".join(f"{v:.1%} ({m})" for m, v in bias.items() if v is not None and v > BIAS_WARN))
+    mean_events = sum(per_read) / len(per_read) if per_read else 0.0
+    why = bias_reason(bias, mean_events, cap)
+    if why is not None:
+        reasons.append(why)
     return {"send_lateness_wall_s": late, "loop_lag_wall_s": lag, "loop_stall_wall_s": stall,
             "median_chunk_gap_wall_s": median_gap,
             "median_span_wall_s": median_span,
@@ -171,4 +185,46 @@ def client_health(lateness: list[float], loop_lag: list[float], rows: list[dict[
                 "p50": float(np.percentile(per_read, 50)), "p90": float(np.percentile(per_read, 90)),
                 "max": max(per_read), "multi_share": sum(e > 1 for e in per_read) / len(per_read)},
             "bias": bias, "saturated": False, "bottleneck": bool(reasons), "reasons": reasons,
-            "criterion": CRITERION}
+            "criterion": CRITERION if measured_waits else CRITERION - 1}
+
+
+def read_cap(loop_lag: list[float], stalls: list[float]) -> float:
+    """The longest a socket's bytes can have waited for the loop: its largest lag or timer stall."""
+    return max(max(loop_lag, default=0.0), max(stalls, default=0.0))
+
+
+def _request_biases(wall_rows: list[tuple[dict[str, Any], list[int] | None]],
+                    wall_waits: list[list[float | None] | None], cap: float) -> tuple[dict[str, list[float]], bool]:
+    """Each measured request's signed possible bias per metric (request_bias), and whether any had every read's
+    wait measured (criterion 4)."""
+    intervals = []  # per request with two reads or more: its first-to-last span over its events minus one
+    for r, ev in wall_rows:
+        t = token_times(r.get("chunk_times_s") or [], r.get("chunk_tokens") or [])
+        carrying = sum(e for e, n in zip(ev or [], r.get("chunk_tokens") or [], strict=False) if n > 0)
+        if len(t) >= 2 and carrying > 1:
+            intervals.append((t[-1] - t[0]) / (carrying - 1))
+    interval_ref = statistics.median(intervals) if intervals else 0.0
+    biases: dict[str, list[float]] = {m: [] for m in BIAS_METRICS}
+    measured_waits = False
+    for (r, ev), w in zip(wall_rows, wall_waits, strict=True):
+        if ev is None or not r.get("ok", True):
+            continue
+        measured_waits = measured_waits or bool(w) and all(x is not None for x in w)
+        for k, v in (request_bias(r, ev, cap, interval_ref, w) or {}).items():
+            biases[k].append(v)
+    return biases, measured_waits
+
+
+def launch_bias(biases: dict[str, list[float]]) -> dict[str, float | None]:
+    """A launch's possible relative bias per metric: the absolute value of the median over its requests' signed
+    biases (its figures are medians over those requests)."""
+    return {m: (abs(statistics.median(biases.get(m) or [])) if biases.get(m) else None) for m in BIAS_METRICS}
+
+
+def bias_reason(bias: dict[str, float | None], mean_events: float, cap: float) -> str | None:
+    """The bottleneck reason when some metric's possible bias is over BIAS_WARN, else None."""
+    over = [(m, v) for m, v in bias.items() if v is not None and v > BIAS_WARN]
+    if not over:
+        return None
+    return (f"its reads carried {mean_events:.1f} events each on average and its event loop lagged by up to "
+            f"{cap * 1e3:.1f} ms: figures may be off by up to " + ", ".join(f"{v:.1%} ({m})" for m, v in over))

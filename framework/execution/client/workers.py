@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from framework.core.workload import Endpoint, Plan, PlannedRequest, Workload
-from framework.execution.client.selfcheck import BIAS_METRICS, client_health
+from framework.execution.client.selfcheck import BIAS_METRICS, CRITERION, client_health
 
 AUTO = "auto"
 MAX_WORKERS = 256
@@ -407,6 +407,7 @@ def merge_health(raws: list[dict[str, Any]], measured: list[dict[str, Any]], t_o
     return {**merged, "cpu": cpu, "events_per_read": most_reads.get("events_per_read"), "bias": bias,
             "saturated": any(h.get("saturated") for h in healths), "bottleneck": bool(reasons), "reasons": reasons,
             "clock_origin_s": t_origin, "workers": len(raws),
+            "criterion": min((h.get("criterion") or CRITERION - 1 for h in healths), default=CRITERION - 1),
             "connection_retries": sum(int(h.get("connection_retries") or 0) for h in healths)}
 
 

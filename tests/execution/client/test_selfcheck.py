@@ -49,10 +49,27 @@ def test_the_end_stamped_after_the_last_read_counts_in_tpot():
     assert request_bias(row, [1, 1, 1, 1], cap=0.0)["e2e_s"] == pytest.approx(0.003 / 0.083)
 
 
+def test_measured_waits_replace_the_events_per_read():
+    """Criterion 4: the two stamps' lateness as the loop's polls measured it (client.polls), whatever the reads
+    carried. Three events in the first read behind a prompt loop were the server's batching: no bias."""
+    prompt = request_bias(ROW, [3, 1, 1, 1], cap=1.0, waits=[0.0002, 0.0001, 0.0, 0.0002])
+    assert prompt["tpot_s"] == pytest.approx(0.0) and prompt["ttft_s"] == pytest.approx(0.0002 / 0.02)
+    late = request_bias(ROW, [1, 1, 1, 1], cap=1.0, waits=[0.009, 0.0, 0.0, 0.003])  # first read 9 ms late
+    assert late["tpot_s"] == pytest.approx(-0.006 / 0.06) and late["e2e_s"] == pytest.approx(0.003 / 0.08)
+    # a whole stream in one read: piled only if that read's bytes waited long enough for the events to pile up
+    one = {**ROW, "chunk_times_s": [0.08], "chunk_tokens": [4]}
+    assert request_bias(one, [4], cap=1.0, interval_ref=0.02, waits=[0.0001])["tpot_s"] == 0.0
+    assert request_bias(one, [4], cap=0.0, interval_ref=0.02, waits=[0.07])["tpot_s"] == 1.0
+    health = client_health([], [1e-5] * 9, [ROW], reads=[[3, 1, 1, 1]], waits=[[0.0002, 0.0, 0.0, 0.0002]])
+    assert health["criterion"] == CRITERION == 4 and not health["bottleneck"]
+    late = client_health([], [1e-5] * 9, [ROW], reads=[[1, 1, 1, 1]], waits=[[0.009, 0.0, 0.0, 0.0]])
+    assert late["bottleneck"] and late["bias"]["tpot_s"] == pytest.approx(0.15)
+
+
 def test_health_flags_a_large_read_bias_but_not_a_busy_or_queued_loop():
     light = client_health([], [1e-5] * 9, [ROW], cpu={"thread_s": 0.05, "wall_s": 1.0}, reads=[[1, 1, 1, 1]])
     assert not light["bottleneck"] and not light["saturated"] and light["events_per_read"]["mean"] == 1
-    assert light["criterion"] == CRITERION == 3
+    assert light["criterion"] == CRITERION - 1 == 3  # no read's wait measured: criterion 3
     queued = client_health([], [1e-5] * 9, [ROW], cpu={"thread_s": 0.3, "run_queue_s": 0.65, "wall_s": 1.0},
                            reads=[[1, 1, 1, 1]])
     assert not queued["saturated"] and not queued["bottleneck"]  # busy 95%, but every read came alone

@@ -137,14 +137,15 @@ def test_an_open_loop_sends_each_arrival_once_on_its_schedule_from_two_workers(t
 def test_the_launch_health_is_the_worst_workers_self_check_and_every_workers_samples():
     def raw(busy: float, bias: float | None, saturated: bool, reasons: list[str], lateness: list[float]) -> dict:
         health = {"cpu": {"thread_s": busy, "wall_s": 1.0, "busy": busy}, "bias": {"tpot_s": bias, "ttft_s": None},
-                  "saturated": saturated, "reasons": reasons, "events_per_read": {"mean": 1 + busy}}
+                  "saturated": saturated, "reasons": reasons, "events_per_read": {"mean": 1 + busy},
+                  "criterion": 4}
         return {"health": health, "lateness": lateness, "loop_lag": [1e-5] * 3}
 
     calm = raw(0.2, 0.001, False, [], [0.0] * 4)
     behind = raw(0.95, 0.2, True, ["the client's event loop was running ... 95%", "median send lateness 3.00 ms"],
                  [0.003] * 4)
     merged = merge_health([calm, behind], [], t_origin=12.5)
-    assert merged["workers"] == 2 and merged["saturated"] and merged["bottleneck"]
+    assert merged["workers"] == 2 and merged["saturated"] and merged["bottleneck"] and merged["criterion"] == 4
     assert merged["bias"]["tpot_s"] == 0.2 and merged["bias"]["ttft_s"] is None
     assert merged["cpu"]["busy"] == 0.95 and len(merged["cpu"]["per_worker"]) == 2
     assert merged["events_per_read"]["mean"] == 1.95 and merged["clock_origin_s"] == 12.5
