@@ -394,14 +394,22 @@ def busy(hosts: list[dict[str, Any]], noise: dict[str, MetricNoise]) -> list[str
 # --------------------------------------------------------------------------- predictions with intervals
 
 
-def _noise_sd(fit: TwinFit, metric: str) -> tuple[float, int]:
-    """The residual log sd (and its df) a new launch's `metric` varies by about the model."""
+def _noise_sd(fit: TwinFit, metric: str, ttft_share: float | None = None) -> tuple[float, int]:
+    """The residual log sd (and its df) a new launch's `metric` varies by about the model.
+
+    e2e and output tok/s are TTFT plus the decode (e2e = ttft + (n - 1) tpot): by the delta method their log
+    moves by ``w d log ttft + (1 - w) d log decode``, ``w`` the predicted TTFT's share of e2e, so their residual
+    sd is at most ``w s_ttft + (1 - w) s_tpot`` whatever the two residuals' correlation (the bound at
+    correlation 1). Without the share, the larger of the two (the bound at w = 0 or 1)."""
     t, d = fit.noise.get("ttft_s"), fit.noise.get("tpot_s")
     if metric == "ttft_s" and t:
         return t.residual_log_sd, t.residual_df
     if metric in ("tpot_s", "decode_tok_s") and d:
         return d.residual_log_sd, d.residual_df
     both = [x for x in (t, d) if x]
+    if t and d and ttft_share is not None and 0.0 <= ttft_share <= 1.0:
+        return (ttft_share * t.residual_log_sd + (1.0 - ttft_share) * d.residual_log_sd,
+                min(t.residual_df, d.residual_df))
     return (max(x.residual_log_sd for x in both), min(x.residual_df for x in both)) if both else (0.0, 1)
 
 
@@ -469,7 +477,8 @@ def predict_interval(fit: TwinFit, config: TwinConfig, predict: Predict, *, leve
             continue
         g = np.asarray(grads[m])
         var_par = float(g @ cov @ g) if cov is not None and len(g) else 0.0
-        noise, df = _noise_sd(fit, m)
+        share = mean["ttft_s"] / mean["e2e_s"] if mean.get("ttft_s") and mean.get("e2e_s") else None
+        noise, df = _noise_sd(fit, m, share)
         sd = math.sqrt(max(0.0, var_par) + noise ** 2)
         q = float(stats.t.ppf(0.5 + level / 2, max(1, df)))
         out[m] = {"mean": mean[m], "low": mean[m] * math.exp(-q * sd), "high": mean[m] * math.exp(q * sd),

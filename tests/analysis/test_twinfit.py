@@ -130,3 +130,21 @@ def test_a_pilot_at_one_tp_size_fixes_the_twins_tp_size_and_an_old_twin_without_
     old = fit.model_copy(update={"domain": None})
     pred = twinfit.predict_interval(old, configs[0], twin_predict)
     assert "records no pilot domain" in twinfit.mark(pred["tpot_s"])
+
+
+def test_e2e_varies_by_its_parts_residuals_weighted_by_ttfts_share_not_by_the_larger():
+    """e2e = ttft + decode: a TTFT misfit moves e2e by TTFT's share of it (delta method), not whole (issue 35: the
+    GPU server's median interval was 4x wide with TTFT a tenth of e2e)."""
+    launches = _launches(VLLM, "vllm", _grid("vllm", [[]]))
+    fit = twinfit.fit(launches, twin_predict, engine="vllm")
+    noisy = fit.model_copy(update={"noise": {**fit.noise, "ttft_s": fit.noise["ttft_s"].model_copy(
+        update={"residual_log_sd": 0.75})}})
+    config = TwinConfig(engine="vllm", flags=[], concurrency=2, prompt_tokens=32, output_tokens=32, requests=4)
+    pred = twinfit.predict_interval(noisy, config, twin_predict)
+    w = pred["ttft_s"]["mean"] / pred["e2e_s"]["mean"]
+    s_t, s_d = 0.75, noisy.noise["tpot_s"].residual_log_sd
+    assert 0.0 < w < 0.5
+    assert twinfit._noise_sd(noisy, "e2e_s", w)[0] == pytest.approx(w * s_t + (1 - w) * s_d)
+    assert twinfit._noise_sd(noisy, "e2e_s")[0] == pytest.approx(s_t)  # without the share: the larger, as before
+    assert pred["tpot_s"]["log_sd"] < pred["e2e_s"]["log_sd"] < pred["ttft_s"]["log_sd"]
+    assert pred["output_tok_s"]["log_sd"] == pytest.approx(pred["e2e_s"]["log_sd"])
