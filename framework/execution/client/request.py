@@ -79,7 +79,7 @@ def generate_body(ids: list[int], workload: Workload) -> dict[str, Any]:
 CONTEXT_LENGTH = re.compile(r"context length|maximum context|max_model_len", re.IGNORECASE)
 
 
-Arrivals = deque  # of (perf_counter, the payload fed, its body bytes fed so far, the bytes' wait: polls.PollClock)
+Arrivals = deque  # of (perf_counter, the payload fed, its body bytes fed so far, the bytes' wait in s or None: polls)
 
 
 def _arrival_log(resp: Any) -> Arrivals | None:
