@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+from framework.execution.client.arrivals import watch_connector
+
 IDLE_DEFAULT_S = 2.0  # the pool's idle limit without a Keep-Alive header: below uvicorn's and SGLang's 5 s
 KEEP_ALIVE_SHARE = 0.5  # of the server's announced keep-alive: the margin for a client that releases late
 MIN_IDLE_S = 0.05  # never below this: a server announcing timeout=0 gets a connection per request, in effect
@@ -47,10 +49,12 @@ def idle_limit(announced_s: float | None, current_s: float = IDLE_DEFAULT_S) -> 
 
 
 def connector(idle_s: float | None = None) -> Any:
-    """The client's connection pool: no cap on connections, idle ones dropped after `idle_s` (`IDLE_DEFAULT_S`)."""
+    """The client's connection pool: no cap on connections, idle ones dropped after `idle_s` (`IDLE_DEFAULT_S`),
+    every read stamped at the socket from a connection's first (client.arrivals)."""
     import aiohttp
 
-    return aiohttp.TCPConnector(limit=0, keepalive_timeout=IDLE_DEFAULT_S if idle_s is None else idle_s)
+    idle = IDLE_DEFAULT_S if idle_s is None else idle_s
+    return watch_connector(aiohttp.TCPConnector(limit=0, keepalive_timeout=idle))
 
 
 def learn(session: Any, headers: Mapping[str, str] | None) -> None:
@@ -85,4 +89,4 @@ def fresh_session() -> Any:
     """A session of one connection, never pooled: a retry's, so it cannot take another stale connection."""
     import aiohttp
 
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True))
+    return aiohttp.ClientSession(connector=watch_connector(aiohttp.TCPConnector(force_close=True)))

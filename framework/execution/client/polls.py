@@ -1,6 +1,6 @@
 """How long a socket's bytes waited for the client: the event loop's polls, timed.
 
-A read is stamped when the loop hands the bytes to the protocol (request._arrival_log), which is after
+A read is stamped when the loop hands the bytes to the protocol (client.arrivals), which is after
 they arrived by however long the loop was away from its selector. The loop's own polls say how long:
 bytes handed over in a turn arrived after the previous turn's poll returned (else that poll would have
 reported them), and if this turn's poll blocked they arrived while it waited and woke it. So a read at

@@ -1,7 +1,7 @@
 """One streaming request: its JSON body, and sending it with every event timed (aiohttp).
 
 The hot path does as little per token as it can: each batch of bytes the socket delivers is stamped
-in the connection's `data_received` (`_arrival_log`), the reading coroutine hands the bytes with their
+in the connection's `data_received` (client.arrivals), the reading coroutine hands the bytes with their
 stamps to stream.ChunkReader, which splits events on bytes and counts plain ones without decoding
 their JSON; nothing else runs per token until the stream has ended.
 
@@ -20,7 +20,6 @@ import asyncio
 import json
 import re
 import time
-from collections import deque
 from datetime import datetime, timezone
 from typing import Any
 
@@ -34,7 +33,8 @@ from framework.core.workload import (
     Endpoint,
     Workload,
 )
-from framework.execution.client import connection, polls
+from framework.execution.client import connection
+from framework.execution.client.arrivals import log_of
 from framework.execution.client.capture import OutputCapture
 from framework.execution.client.refusal import refused
 from framework.execution.client.stream import ChunkReader, MalformedEvent, StreamParser, clock_figures
@@ -77,56 +77,6 @@ def generate_body(ids: list[int], workload: Workload) -> dict[str, Any]:
 
 # SGLang's and vLLM's words for a request longer than the model's context (framework.servers.api.check_length)
 CONTEXT_LENGTH = re.compile(r"context length|maximum context|max_model_len", re.IGNORECASE)
-
-
-Arrivals = deque  # of (perf_counter, the payload fed, its body bytes fed so far, the bytes' wait in s or None: polls)
-
-
-def _arrival_log(resp: Any) -> Arrivals | None:
-    """The connection's log of data as the socket delivered it, with this response's entries first.
-
-    aiohttp hands a connection's bytes to its protocol's ``data_received`` the moment the event loop
-    reads the socket, and wakes the reading coroutine only later (after every other ready callback);
-    stamping there keeps that wait, which grows with the load, out of the figures. A connection's
-    protocol gets one wrapper for its life (connections are pooled); after each call it logs the time,
-    the response payload the bytes went to (aiohttp's ``_payload``: set while the headers are parsed, so
-    bytes that came with the headers are stamped too; cleared when the body ends, so the one it had
-    before the call takes the last bytes) and that payload's byte count. Entries of
-    earlier responses are dropped here. None where the protocol cannot take it: reads are then stamped.
-    """
-    proto = getattr(getattr(resp, "connection", None), "protocol", None)
-    content = getattr(resp, "content", None)
-    if proto is None or not hasattr(content, "total_bytes"):
-        return None
-    try:
-        log = getattr(proto, _LOG_ATTR, None)
-        if log is None:
-            original = proto.data_received
-            log = deque()
-            clock = polls.clock_of(asyncio.get_running_loop())
-
-            def data_received(data: bytes, _now: Any = time.perf_counter, _log: Arrivals = log,
-                              _clock: polls.PollClock | None = clock) -> None:
-                if not data:  # aiohttp's own call when it resumes reading: no bytes arrived
-                    original(data)
-                    return
-                t = _now()
-                before = getattr(proto, "_payload", None)
-                original(data)
-                payload = getattr(proto, "_payload", None) or before  # None once these bytes ended the body
-                if payload is not None:
-                    _log.append((t, payload, payload.total_bytes, None if _clock is None else _clock.waited(t)))
-
-            proto.data_received = data_received
-            setattr(proto, _LOG_ATTR, log)
-    except (AttributeError, TypeError):  # a protocol with slots, or another client library's
-        return None
-    while log and log[0][1] is not content:  # an earlier response's (or one that was never read)
-        log.popleft()
-    return log
-
-
-_LOG_ATTR = "_framework_arrivals"
 
 
 async def measure_request(session: Any, base_url: str, body: dict[str, Any] | bytes, timeout_s: float,
@@ -173,7 +123,7 @@ async def measure_request(session: Any, base_url: str, body: dict[str, Any] | by
                     error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
                     error_class = "context_length" if CONTEXT_LENGTH.search(error) else "http_error"
                 else:
-                    arrivals = _arrival_log(resp)
+                    arrivals = log_of(resp)
                     consumed = 0
                     async for piece in resp.content.iter_any():
                         now = time.perf_counter() - t0

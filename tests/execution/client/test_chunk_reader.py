@@ -4,18 +4,13 @@ path, kept here as the reference), however the bytes were cut into reads."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.execution.client.request import _arrival_log
 from framework.execution.client.stream import ChunkReader, MalformedEvent, StreamParser, sse_data
-from framework.execution.launcher import ServerProcess, ServerSpec, free_port
 
 
 def reference(endpoint: str, reads: list[bytes]) -> tuple[list[int], StreamParser]:
@@ -89,33 +84,3 @@ def test_errors_and_malformed_events_are_decoded_not_counted():
     bad.read(0.0, generate_stream([1, 1], True))  # the stream is cumulative now: the next event takes the fast path
     with pytest.raises(MalformedEvent, match="after 2 tokens"):
         bad.read(1.0, b'data: {"meta_info": {"finish_reason": null, "completion_tokens": }\n\n')
-
-
-def test_a_real_aiohttp_response_is_stamped_at_the_socket(tmp_path: Path):
-    """The framework's aiohttp connections take the arrival stamp (else the client falls back to read times)."""
-    import aiohttp
-
-    port = free_port()
-    # the first token long after the headers: its bytes arrive after the response exists, on any machine
-    argv = [sys.executable, "-m", "framework.servers.schedule", "--port", str(port), "--first-token-ms", "300",
-            "--interval-ms", "1", "--tokens", "5"]
-
-    async def main() -> list[list[tuple[float, int]]]:
-        out = []
-        async with aiohttp.ClientSession() as session:
-            for _ in range(2):  # the second on the pooled connection, whose wrapper was installed by the first
-                async with session.post(f"http://127.0.0.1:{port}/v1/completions", json={"stream": True}) as resp:
-                    log = _arrival_log(resp)
-                    assert log is not None
-                    body = await resp.read()
-                    assert body.count(b"data: {") == 5
-                    out.append([(t, n) for t, payload, n, _ in log if payload is resp.content])
-                    assert out[-1][-1][1] == len(body)  # the bytes that ended the body are stamped too
-        return out
-
-    with ServerProcess(ServerSpec(argv=argv, host="127.0.0.1", port=port, log_path=tmp_path / "s.log",
-                                  ready_timeout_s=30)):
-        logs = asyncio.run(main())
-    for stamps in logs:
-        assert [t for t, _ in stamps] == sorted(t for t, _ in stamps)
-        assert [n for _, n in stamps] == sorted(n for _, n in stamps)  # body bytes fed so far, growing
