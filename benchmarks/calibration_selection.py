@@ -38,6 +38,8 @@ on optuna+KN's exploration) against the true ratio of its winner to the referenc
 
     python benchmarks/calibration_selection.py            # 120 seeds per space (about 10 minutes, 1 core)
     python benchmarks/calibration_selection.py --quick    # 30
+    python benchmarks/calibration_selection.py --spaces eagle3_tuning --exploration 30 --max-launches 16 --first 1000
+        # a design weighed before shipping it, on a fresh set of searches
 
 Fixed before the first run: alpha 0.05 and delta 0.01 (the hypotheses' design and select blocks), finalists 2,
 first stage 5, at most 20 fresh launches a finalist, exploration 24 launches, seed 20261235 (seed r of space s:
@@ -76,12 +78,18 @@ RATES = ("decode_tok_s", "output_tok_s", "output_throughput", "request_throughpu
 class Space:
     """A hypothesis's grid with the sim's true value of every metric at every point, and its launch-noise draws."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, exploration: int | None = None, max_launches: int | None = None) -> None:
         shipped = ROOT / "hypotheses" / f"{name}.yaml"
         self.h: Hypothesis = load_hypothesis(shipped if shipped.is_file() else ROOT / "benchmarks" / "spaces" /
                                              f"{name}.yaml")
-        self.s = self.h.search
-        assert self.s is not None and self.s.select is not None
+        s = self.h.search
+        assert s is not None and s.select is not None
+        if exploration is not None:  # a design to weigh before shipping it (--exploration)
+            s = s.model_copy(update={"budget": s.budget.model_copy(update={"launches": exploration})})
+        if max_launches is not None:
+            s = s.model_copy(update={"select": s.select.model_copy(update={"max_launches": max_launches})})
+        self.s = s
+        assert self.s.select is not None
         exp = load_experiment(ROOT / "experiments" / f"{self.h.experiment}.yaml")
         grid = an.grid_hypothesis(self.h)
         self.metrics = an.metrics_of(self.s)
@@ -334,14 +342,24 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="30 seeds per space")
     ap.add_argument("--seeds", type=int, default=None, help="seeds per space (default 120, quick 30)")
+    ap.add_argument("--first", type=int, default=0,
+                    help="the first search index r (default 0; a fresh set of searches: 1000)")
+    ap.add_argument("--spaces", nargs="+", default=list(SPACES), choices=SPACES, help="the spaces to run")
+    ap.add_argument("--exploration", type=int, default=None,
+                    help="exploration launches instead of the hypothesis's budget.launches (a design to weigh)")
+    ap.add_argument("--max-launches", type=int, default=None,
+                    help="fresh launches a finalist at most, instead of the hypothesis's select.max_launches")
     args = ap.parse_args(argv)
     n = args.seeds or (30 if args.quick else 120)
     t0 = time.time()
-    print(f"selection calibration: seed {SEED}, {n} seeds per space; launch values drawn from the sim's noise model "
+    print(f"selection calibration: seed {SEED}, searches {args.first}-{args.first + n - 1} per space; launch values "
+          "drawn from the sim's noise model "
           "in-process (model.draw_launch, model.request_log_sd); truth from expected_metrics\n")
     checks: list[tuple[str, bool, str]] = []
     for si, name in enumerate(SPACES):
-        sp = Space(name)
+        if name not in args.spaces:
+            continue
+        sp = Space(name, args.exploration, args.max_launches)
         sel = sp.s.select
         alpha = sel.alpha or sp.h.design.alpha
         goal = sp.s.goal.metric
@@ -352,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
               f"alpha {alpha}, delta {sel.delta}, finalists {sel.finalists}, n0 {sel.first_stage}, at most "
               f"{sel.max_launches} fresh launches a finalist; exploration {sp.s.budget.launches} launches; "
               f"budget of random and halving {sp.s.budget.launches + sp.s.select_launches()}")
-        res = [one_seed(sp, si, r) for r in range(n)]
+        res = [one_seed(sp, si, r) for r in range(args.first, args.first + n)]
         for m in METHODS:
             rows = [x[m] for x in res]
             ok = sum(sp.correct(x["point"]) for x in rows)
