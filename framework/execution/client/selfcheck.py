@@ -100,13 +100,15 @@ def request_bias(row: dict[str, Any], events: list[int], cap: float,
 
     `waits` (criterion 4): each chunk's bytes' measured wait for the loop (client.polls), aligned with the
     row's chunks; where the first and last token-carrying reads have one, they are the two stamps' lateness
-    and replace criterion 3's reading of the events per read (and `cap` in the one-read rule)."""
+    and replace criterion 3's reading of the events per read. The one-read rule keeps `cap`: a read's measured
+    wait is taken at the middle of the loop's busy turn, and the oldest bytes of a pile waited longer, so only
+    the bound says whether the loop may have been away long enough."""
     tokens = row.get("chunk_tokens") or []
     t = token_times(row.get("chunk_times_s") or [], tokens)
     ev = [e for e, n in zip(events, tokens, strict=False) if n > 0]
     w = [x for x, n in zip(waits, tokens, strict=False) if n > 0] if waits and len(waits) == len(tokens) else []
     if len(t) == 1 and len(ev) == 1 and ev[0] > 1 and row.get("e2e_s"):
-        piled = (w[0] if w and w[0] is not None else cap) >= (ev[0] - 1) * interval_ref
+        piled = cap >= (ev[0] - 1) * interval_ref
         return {"tpot_s": 1.0 if piled else 0.0, "decode_tok_s": 1.0 if piled else 0.0}
     if len(t) < 2 or len(ev) != len(t) or not row.get("e2e_s"):
         return None
