@@ -23,12 +23,13 @@ in a turn whose poll blocked woke it (they waited only their place in the turn),
 during the busy turn before (taken at its middle). The first token's read waited ``w_first``, the last's
 ``w_last``, the end ``d_end = w_last + (e2e - last read)``; TPOT and decode ``(d_end - w_first) / span``,
 TTFT ``w_first / ttft``, e2e and the throughputs ``d_end / e2e``, and a whole stream in one read is piled
-when its read waited at least (events - 1) x the launch's median interval. Criterion 3 read the events
-per read as the wait, which a per-read loop delay common to both stamps defeats: on a quiet 2-core host
-a request whose first token waited 5.8 ms and last 4.5 ms (the truth log against the stamps) read 2
-events in each, and criterion 3 charged the first (k - 1) x interval and the last half an interval
-(docs/results/selfcheck.md). Where no read's wait was measured (a loop whose selector cannot be timed) the
-row says criterion 3, whose rule follows.
+when the loop's bound (its largest lag or timer stall) is at least (events - 1) x the launch's median interval,
+as in criterion 3 (the read's measured wait is a busy turn's middle; a pile's oldest bytes waited longer).
+Criterion 3 read the events per read as the wait, which a per-read loop delay common to both stamps
+defeats: on a quiet 2-core host a request whose first token waited 5.8 ms and last 4.5 ms (the truth log
+against the stamps) read 2 events in each, and criterion 3 charged the first (k - 1) x interval and the
+last half an interval (docs/results/selfcheck.md). Where no read's wait was measured (a loop whose selector
+cannot be timed) the row says criterion 3, whose rule follows.
 
 Criterion 3. A read
 that carried k events of a stream was late by about (k - 1) x interval for its oldest event (interval:
