@@ -85,7 +85,7 @@ def watch_connector(pool: Any) -> Any:
 
     aiohttp's connectors make protocols with ``_factory`` (3.9 and later); a connector without one is left
     as it is and its protocols are watched from their first response (`log_of`)."""
-    make: Callable[[], Any] | None = getattr(pool, "_factory", None)
+    make: Callable[..., Any] | None = getattr(pool, "_factory", None)
     if callable(make):
         def factory(*args: Any, _make: Callable[..., Any] = make, **kwargs: Any) -> Any:
             proto = _make(*args, **kwargs)
