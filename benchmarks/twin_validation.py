@@ -12,7 +12,7 @@ For each server the configurations are fixed in files written before any fit (be
   with the default --max-num-seqs and with --max-num-seqs 1);
 - the GPU server (framework.servers.gpu, Llama-1B shape, random weights, `gpu_twin.yaml`; on one H200 through
   `benchmarks/gpu/twin_validation.sh`): pilot `gpu_pilot.yaml` (four shapes over 1-8 streams, 32-256 prompt
-  and 32-96 output tokens, each with CUDA graphs on and off, one launch each); held out `gpu_heldout.yaml`
+  and 32-96 output tokens, each with CUDA graphs on and off, two launches each); held out `gpu_heldout.yaml`
   (2, 4 and 6 streams at 64-192 prompt and 48-80 output tokens, graphs on and off). `--cpu-smoke` runs the
   same files on the CPU (`gpu_twin_cpu.yaml`: --device cpu, the tiny shape; `--server-python` names an
   interpreter with torch) to check the whole flow before a GPU run; its figures validate nothing.
@@ -173,10 +173,26 @@ def compare(pred: dict[str, Any], meas: dict[str, list[dict[str, float]]]) -> di
                 widths.append((iv["high"] - iv["low"]) / iv["mean"])
                 detail.append({"condition": label, "metric": m, "measured": launch[m], "predicted": iv["mean"],
                                "low": iv["low"], "high": iv["high"], "error": err})
+    return {**_figures(errors, inside, widths), "by_level": by_level(detail), "detail": detail}
+
+
+def _figures(errors: list[float], inside: list[bool], widths: list[float]) -> dict[str, Any]:
     return {"median_abs_error": statistics.median(errors) if errors else None,
             "coverage_90": sum(inside) / len(inside) if inside else None,
             "median_interval_width": statistics.median(widths) if widths else None,
-            "comparisons": len(errors), "detail": detail}
+            "comparisons": len(errors)}
+
+
+def by_level(detail: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The three figures over the comparisons at each factor level ("graphs=on"): where the twin meets its
+    targets and where it does not. The row's headline figures stay those over every comparison."""
+    out: dict[str, dict[str, Any]] = {}
+    levels = sorted({kv for d in detail for kv in (d["condition"] or "").split(", ") if kv})
+    for level in levels:
+        rows = [d for d in detail if level in (d["condition"] or "").split(", ") and d.get("low") is not None]
+        out[level] = _figures([abs(d["error"]) for d in rows], [d["low"] <= d["measured"] <= d["high"] for d in rows],
+                              [(d["high"] - d["low"]) / d["predicted"] for d in rows])
+    return out
 
 
 def held_out_losses(run_dir: Path) -> dict[str, int]:
@@ -229,7 +245,8 @@ def validate(server: str, keep: Path | None, reuse: bool = False) -> dict[str, A
         "metrics": list(METRICS),
         "identifiable": sorted(k for k, v in fit["parameters"].items() if v["identifiable"]),
         "not_identifiable": {k: v.get("reason", "") for k, v in fit["parameters"].items() if not v["identifiable"]},
-        "noise": fit.get("noise"), "pilot_host": fit.get("pilot_host"), "busy": fit.get("busy"),
+        "noise": fit.get("noise"), "noise_by_flags": fit.get("noise_by_flags"),
+        "by_level": result["by_level"], "pilot_host": fit.get("pilot_host"), "busy": fit.get("busy"),
         "meets_targets": meets(result),
         "parameters": {k: [v["estimate"], v["se"]] for k, v in fit["parameters"].items() if v["identifiable"]},
         "pilot": f"benchmarks/twin/{cfg['pilot']}.yaml", "held_out": f"benchmarks/twin/{cfg['heldout']}.yaml",

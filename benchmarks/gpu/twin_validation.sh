@@ -4,12 +4,12 @@
 #   bash benchmarks/gpu/twin_validation.sh RESULTS_DIR                 # from the root of a git clone, one H200
 #   CPU_SMOKE=1 SERVER_PYTHON=PY bash benchmarks/gpu/twin_validation.sh RESULTS_DIR   # the same flow on a CPU
 #
-# Runs benchmarks/twin_validation.py --servers gpu: the pilot (benchmarks/twin/gpu_pilot.yaml, 8 launches), the
+# Runs benchmarks/twin_validation.py --servers gpu: the pilot (benchmarks/twin/gpu_pilot.yaml, 16 launches: 8 configurations x 2), the
 # fit, the held-out predictions (written before the held-out run), the held-out run (gpu_heldout.yaml, 6
 # launches), the comparison. The server is benchmarks/twin/gpu_twin.yaml: Llama-1B shape, random bf16 weights,
 # --torch-compile-mode none (no Inductor compile at start-up), CUDA graphs captured at 1, 2, 4, 8, 16.
-# Expected: about 200 s of device time (14 launches of 10-15 s each: start-up, 18 short requests); every step is
-# bounded and the whole at 340 s (TIMEOUT_S; a CPU smoke on a loaded 2-core machine takes about 500 s). Writes under RESULTS_DIR (well under 1 MB):
+# Expected: about 400 s of device time (22 launches of 15-18 s each: start-up, 18 short requests); every step is
+# bounded and the whole at 540 s (TIMEOUT_S; a CPU smoke on a loaded 2-core machine takes about 500 s). Writes under RESULTS_DIR (well under 1 MB):
 #   validation.json            the GPU row (docs/results/twin/validation.json's "gpu" row; commit it there)
 #   env.txt                    the machine as found (nvidia-smi, torch, uptime)
 #   twin.yaml, predictions.json, load.json     the fitted twin, its held-out predictions, the host's load
@@ -48,7 +48,7 @@ keep() {  # what the runs left, small files only, whatever stage a timeout stopp
   done
 }
 trap keep EXIT
-LIMIT=${TIMEOUT_S:-340}
+LIMIT=${TIMEOUT_S:-540}
 timeout -k 10 "$LIMIT" python3 benchmarks/twin_validation.py "${ARGS[@]}" 2>&1 | tee "$RESULTS/log.txt"
 rc=${PIPESTATUS[0]}
 echo "twin_validation.py exit $rc ($( [ "$rc" = 124 ] && echo "ran past $LIMIT s" || echo done ))"

@@ -30,6 +30,7 @@ from framework.core.twin import (
     MAX_TP_SIZE,
     PARAMETERS,
     RANGES,
+    FlagNoise,
     MetricNoise,
     Parameter,
     TwinConfig,
@@ -179,20 +180,51 @@ class _Model:
 
 
 def _residuals(model: _Model, launches: list[Launch], index: list[int], values: dict[str, float],
-               weights: dict[str, float], spec: bool) -> np.ndarray:
+               weights: list[dict[str, float]], spec: bool) -> np.ndarray:
+    """Launch-major residuals (each launch's metrics in FITTED_METRICS order, then its accept length), each
+    divided by that launch's weight for the metric."""
     preds = model.at(values)
     out = []
-    for x, i in zip(launches, index, strict=True):
+    for x, i, w in zip(launches, index, weights, strict=True):
         for m in FITTED_METRICS:
             obs, pred = x.mean(m), preds[i].get(m)
             if obs is None or pred is None or not math.isfinite(pred) or pred <= 0:
                 out.append(0.0)
                 continue
-            out.append((math.log(obs) - math.log(pred)) / weights[m])
+            out.append((math.log(obs) - math.log(pred)) / w[m])
         if spec:
-            out.append(((statistics.mean(x.accept) - values.get("accept_length", 1.0)) / weights["accept_length"])
+            out.append(((statistics.mean(x.accept) - values.get("accept_length", 1.0)) / w["accept_length"])
                        if x.accept else 0.0)
     return np.asarray(out)
+
+
+# A flag set keeps a residual of its own when the pilot ran two or more and each keeps at least this many
+# residual degrees of freedom (its launches less its share of the parameters): fewer, and its sd would be a
+# guess that the t quantile could not carry.
+MIN_GROUP_DF = 2.0
+
+
+def _flag_groups(launches: list[Launch], params: int, per: int) -> dict[tuple[str, ...], list[int]]:
+    """Launch indices by flag set, when each flag set gets its own residual (else empty: one pooled residual)."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, x in enumerate(launches):
+        groups.setdefault(tuple(x.config.flags), []).append(i)
+    n = len(launches)
+    if len(groups) < 2 or any(_group_df(len(g), n, params, per) < MIN_GROUP_DF for g in groups.values()):
+        return {}
+    return groups
+
+
+def _group_df(n_group: int, n: int, params: int, per: int) -> float:
+    """A flag set's residual degrees of freedom: its launches less its share (n_group / n) of the parameters
+    that each metric's residuals carry (params / per), as the pooled residual's n - params / per."""
+    return n_group - params / per * n_group / n
+
+
+def _rms(r: np.ndarray, per: int, k: int, rows: list[int], weights: list[dict[str, float]], metric: str) -> float:
+    """The root mean square of metric `k`'s unweighted residuals over launches `rows`."""
+    block = np.asarray([r[i * per + k] * weights[i][metric] for i in rows])
+    return max(float(np.sqrt(np.mean(block ** 2))), 1e-4)
 
 
 def _jacobian(fun: Callable[[dict[str, float]], np.ndarray], values: dict[str, float],
@@ -255,6 +287,21 @@ def _noise(launches: list[Launch], metric: str) -> tuple[float | None, float | N
     return launch_sd, (math.sqrt(request_var) if request_var is not None else None), len(launches), sum(m_sizes)
 
 
+def _residual_noise(launches: list[Launch], r: np.ndarray, weights: list[dict[str, float]], rows: list[int],
+                    params: int, per: int) -> dict[str, MetricNoise]:
+    """Each fitted metric's noise over launches `rows`: the residual sd of their launch means about the model
+    (degrees of freedom: the launches less their share of the parameters) and the ANOVA components."""
+    out = {}
+    df = _group_df(len(rows), len(launches), params, per)
+    for k, m in enumerate(FITTED_METRICS):
+        resid = np.asarray([r[i * per + k] * weights[i][m] for i in rows])
+        launch_sd, request_sd, nl, nr = _noise([launches[i] for i in rows], m)
+        out[m] = MetricNoise(launch_log_sd=launch_sd, request_log_sd=request_sd,
+                             residual_log_sd=float(np.sqrt(np.sum(resid ** 2) / max(1.0, df))),
+                             residual_df=max(1, int(round(df))), launches=nl, requests=nr)
+    return out
+
+
 def fit(launches: list[Launch], predict: Predict, *, engine: str, name: str = "twin",
         reference_threads: int | None = None, fixed: dict[str, Any] | None = None,
         pilots: list[dict[str, Any]] | None = None) -> TwinFit:
@@ -276,7 +323,7 @@ def fit(launches: list[Launch], predict: Predict, *, engine: str, name: str = "t
     names = list(PARAMETERS)
     start = _start(launches)
     scale = {n: (abs(start[n]) or 1.0) for n in names}
-    weights = {"ttft_s": 1.0, "tpot_s": 1.0, "accept_length": 0.1}
+    weights = [{"ttft_s": 1.0, "tpot_s": 1.0, "accept_length": 0.1} for _ in launches]
 
     def fun_all(v: dict[str, float]) -> np.ndarray:
         return _residuals(model, launches, index, v, weights, spec)
@@ -304,10 +351,25 @@ def fit(launches: list[Launch], predict: Predict, *, engine: str, name: str = "t
     # second pass: each metric weighted by its residual sd
     r = fun_all(values)
     per = len(FITTED_METRICS) + (1 if spec else 0)
+    every = list(range(len(launches)))
     for k, m in enumerate([*FITTED_METRICS, *(["accept_length"] if spec else [])]):
-        block = r[k::per] * weights[m]
-        weights[m] = max(float(np.sqrt(np.mean(block ** 2))), 1e-4)
+        sd = _rms(r, per, k, every, weights, m)
+        for w in weights:
+            w[m] = sd
     values = solve(values)
+    # third pass, with flag sets that each keep a residual: each metric weighted by its sd at each flag set
+    # (weighted least squares: a noisy arm does not pull the parameters a quiet arm's predictions rest on)
+    groups = _flag_groups(launches, len(free), per)
+    if groups:
+        r = fun_all(values)
+        new = [dict(w) for w in weights]
+        for rows in groups.values():
+            for k, m in enumerate(FITTED_METRICS):
+                sd = _rms(r, per, k, rows, weights, m)
+                for i in rows:
+                    new[i][m] = sd
+        weights[:] = new
+        values = solve(values)
     r = fun_all(values)
     jac = _jacobian(fun_all, values, free)
     n_obs, p = len(r), len(free)
@@ -327,16 +389,9 @@ def fit(launches: list[Launch], predict: Predict, *, engine: str, name: str = "t
         else:
             params[n] = Parameter(estimate=None, unit=unit, identifiable=False, needs=needs, reason=why.get(n, ""))
     covariance = {a: {b: float(cov[i, j]) for j, b in enumerate(free)} for i, a in enumerate(free)}
-    noise = {}
-    n_launch = len(launches)
-    for k, m in enumerate(FITTED_METRICS):
-        resid = r[k::per] * weights[m]
-        launch_sd, request_sd, nl, nr = _noise(launches, m)
-        noise[m] = MetricNoise(launch_log_sd=launch_sd, request_log_sd=request_sd,
-                               residual_log_sd=float(np.sqrt(np.sum(resid ** 2) / max(1, n_launch - p * n_launch
-                                                                                        / max(1, n_obs)))),
-                               residual_df=max(1, int(round(n_launch - p * n_launch / max(1, n_obs)))),
-                               launches=nl, requests=nr)
+    noise = _residual_noise(launches, r, weights, every, p, per)
+    noise_by_flags = [FlagNoise(flags=list(flags), noise=_residual_noise(launches, r, weights, rows, p, per))
+                      for flags, rows in groups.items()]
     notes = []
     for n in free:
         lo, hi = LOWER.get(n, 0.0), UPPER.get(n, math.inf)
@@ -348,7 +403,8 @@ def fit(launches: list[Launch], predict: Predict, *, engine: str, name: str = "t
     tps = sorted({c.tp_size for c in configs})
     fixed = {**({"tp_size": tps[0]} if len(tps) == 1 and tps[0] != 1 else {}), **(fixed or {})}
     return base.model_copy(update={"parameters": params, "covariance": covariance, "noise": noise,
-                                   "pilots": pilots or [], "configs_fitted": len(configs), "fixed": fixed,
+                                   "noise_by_flags": noise_by_flags, "pilots": pilots or [],
+                                   "configs_fitted": len(configs), "fixed": fixed,
                                    "notes": notes, "domain": domain_of(configs)})
 
 
@@ -394,14 +450,17 @@ def busy(hosts: list[dict[str, Any]], noise: dict[str, MetricNoise]) -> list[str
 # --------------------------------------------------------------------------- predictions with intervals
 
 
-def _noise_sd(fit: TwinFit, metric: str, ttft_share: float | None = None) -> tuple[float, int]:
-    """The residual log sd (and its df) a new launch's `metric` varies by about the model.
+def _noise_sd(fit: TwinFit, metric: str, ttft_share: float | None = None,
+              flags: list[str] | None = None) -> tuple[float, int]:
+    """The residual log sd (and its df) a new launch's `metric` at `flags` varies by about the model (that flag
+    set's residual where the fit kept one, else the pooled one).
 
     e2e and output tok/s are TTFT plus the decode (e2e = ttft + (n - 1) tpot): by the delta method their log
     moves by ``w d log ttft + (1 - w) d log decode``, ``w`` the predicted TTFT's share of e2e, so their residual
     sd is at most ``w s_ttft + (1 - w) s_tpot`` whatever the two residuals' correlation (the bound at
     correlation 1). Without the share, the larger of the two (the bound at w = 0 or 1)."""
-    t, d = fit.noise.get("ttft_s"), fit.noise.get("tpot_s")
+    noise = fit.noise_at(flags) if flags is not None else fit.noise
+    t, d = noise.get("ttft_s"), noise.get("tpot_s")
     if metric == "ttft_s" and t:
         return t.residual_log_sd, t.residual_df
     if metric in ("tpot_s", "decode_tok_s") and d:
@@ -478,7 +537,7 @@ def predict_interval(fit: TwinFit, config: TwinConfig, predict: Predict, *, leve
         g = np.asarray(grads[m])
         var_par = float(g @ cov @ g) if cov is not None and len(g) else 0.0
         share = mean["ttft_s"] / mean["e2e_s"] if mean.get("ttft_s") and mean.get("e2e_s") else None
-        noise, df = _noise_sd(fit, m, share)
+        noise, df = _noise_sd(fit, m, share, list(config.flags))
         sd = math.sqrt(max(0.0, var_par) + noise ** 2)
         q = float(stats.t.ppf(0.5 + level / 2, max(1, df)))
         out[m] = {"mean": mean[m], "low": mean[m] * math.exp(-q * sd), "high": mean[m] * math.exp(q * sd),

@@ -184,6 +184,9 @@ def show(fit: TwinFit, out: Path) -> None:
                                                                   ("request", nz.request_log_sd))}
         console.print(f"  {m}: launch sd {sd['launch']}, request sd {sd['request']}, "
                       f"residual sd {percent(nz.residual_log_sd)} (log scale, df {nz.residual_df})")
+    for group in fit.noise_by_flags:
+        sds = ", ".join(f"{m} {percent(nz.residual_log_sd)} (df {nz.residual_df})" for m, nz in group.noise.items())
+        console.print(escape(f"  at flags {' '.join(group.flags) or '(none)'}: residual sd {sds}"), highlight=False)
     for note in fit.notes:
         console.print(f"  note: {note}")
     if fit.domain is not None:

@@ -90,6 +90,16 @@ class MetricNoise(_Strict):
     requests: int
 
 
+class FlagNoise(_Strict):
+    """The residual noise of the pilot's launches at one flag set. Flag sets can differ by far more than the
+    model's terms say: on one H200 the GPU server's eager step moves with the host CPU's speed (about 2x, in
+    fresh processes) while its CUDA-graph step holds within a few percent, and one pooled residual would give
+    the graph arm the eager arm's interval."""
+
+    flags: list[str]
+    noise: dict[str, MetricNoise]
+
+
 class Domain(_Strict):
     """The range of the pilot's settings: where the twin interpolates. A prediction outside it extrapolates
     the model's equations beyond anything measured, and says so (`extrapolation`)."""
@@ -146,6 +156,7 @@ class TwinFit(_Strict):
     parameters: dict[str, Parameter]
     covariance: dict[str, dict[str, float]] = {}  # between identifiable parameters
     noise: dict[str, MetricNoise] = {}
+    noise_by_flags: list[FlagNoise] = []  # each flag set's residual (empty: one residual serves every flag set)
     pilots: list[dict[str, Any]] = []  # {path, trials_sha256, launches, backend}
     configs_fitted: int = Field(0, ge=0)
     fixed: dict[str, Any] = {}  # what the engine's flags fix at every pilot launch (e.g. llama-cpp-python's 1 slot)
@@ -153,6 +164,14 @@ class TwinFit(_Strict):
     domain: Domain | None = None  # the pilot's settings (None in a twin fitted before issue 35)
     pilot_host: dict[str, Any] = {}  # the machine the pilot measured on, as `fit` found it (host, cpu, load)
     busy: list[str] = []  # why the pilot's machine looked busy (empty: it did not), `fit`'s rule
+
+    def noise_at(self, flags: list[str]) -> dict[str, MetricNoise]:
+        """The residual noise a prediction at `flags` varies by: that flag set's when the fit kept one, else the
+        pooled one."""
+        for group in self.noise_by_flags:
+            if list(group.flags) == list(flags):
+                return group.noise
+        return self.noise
 
     def value(self, name: str) -> float:
         """A parameter's estimate; an unidentified one counts 0 (its effect is unknown; predictions say so)."""
@@ -186,8 +205,11 @@ def bounds_problem(fit: TwinFit) -> str | None:
     for name, p in fit.parameters.items():
         lo, hi = RANGES[name]
         checks += [(p.estimate, f"parameters.{name}.estimate", lo, hi), (p.se, f"parameters.{name}.se", 0.0, MAX_SE)]
-    for metric, nz in fit.noise.items():
-        checks += [(getattr(nz, k), f"noise.{metric}.{k}", 0.0, MAX_LOG_SD)
+    noises = [(f"noise.{metric}", nz) for metric, nz in fit.noise.items()]
+    noises += [(f"noise_by_flags.{i}.noise.{metric}", nz) for i, group in enumerate(fit.noise_by_flags)
+               for metric, nz in group.noise.items()]
+    for where, nz in noises:
+        checks += [(getattr(nz, k), f"{where}.{k}", 0.0, MAX_LOG_SD)
                    for k in ("launch_log_sd", "request_log_sd", "residual_log_sd")]
     checks += [(c, f"covariance.{a}.{b}", -math.inf, math.inf) for a, row in fit.covariance.items()
                for b, c in row.items()]

@@ -148,3 +148,55 @@ def test_e2e_varies_by_its_parts_residuals_weighted_by_ttfts_share_not_by_the_la
     assert twinfit._noise_sd(noisy, "e2e_s")[0] == pytest.approx(s_t)  # without the share: the larger, as before
     assert pred["tpot_s"]["log_sd"] < pred["e2e_s"]["log_sd"] < pred["ttft_s"]["log_sd"]
     assert pred["output_tok_s"]["log_sd"] == pytest.approx(pred["e2e_s"]["log_sd"])
+
+
+GPU = {"decode_step_us": 2200.0, "decode_us_per_token": 50.0, "prefill_base_us": 16000.0,
+       "prefill_us_per_token": 20.0, "eager_step_us": 9000.0}
+EAGER = ["--disable-cuda-graph"]
+
+
+def _gpu_pilot(launches: int, seed: int = 3) -> list[twinfit.Launch]:
+    """Graphs on and off at four shapes; the eager arm's launches 25% apart (the host CPU's speed), the graph
+    arm's 1%."""
+    rng = np.random.default_rng(seed)
+    fit = blank("gpu").with_values(GPU)
+    out = []
+    for k, config in enumerate(_grid("gpu", [[], EAGER], streams=(1, 8), prompts=(32, 256))):
+        mean = twin_predict(fit, config)
+        sd = 0.25 if config.flags else 0.01
+        for i in range(launches):
+            shift = rng.normal(0, sd)
+            values = {m: [mean[m] * math.exp(shift + rng.normal(0, 0.01)) for _ in range(6)]
+                      for m in ("ttft_s", "tpot_s")}
+            out.append(twinfit.Launch(f"c{k}-r{i}", f"c{k}", config, values))
+    return out
+
+
+def test_each_flag_set_keeps_its_own_residual_so_a_noisy_eager_arm_does_not_widen_the_graph_arms_intervals():
+    fit = twinfit.fit(_gpu_pilot(launches=2), twin_predict, engine="gpu")
+    groups = {tuple(g.flags): g.noise for g in fit.noise_by_flags}
+    assert set(groups) == {(), tuple(EAGER)}
+    graphs, eager = groups[()]["tpot_s"].residual_log_sd, groups[tuple(EAGER)]["tpot_s"].residual_log_sd
+    assert graphs < 0.05 < 0.1 < eager, (graphs, eager)
+    assert groups[()]["tpot_s"].launches == 8 and groups[()]["tpot_s"].residual_df >= 2
+    # the weighted fit leans on the quiet arm: its per-token decode cost comes out near the truth
+    assert abs(fit.value("decode_step_us") / GPU["decode_step_us"] - 1) < 0.05
+    at = TwinConfig(engine="gpu", concurrency=4, prompt_tokens=128, output_tokens=32, requests=4)
+    own = twinfit.predict_interval(fit, at, twin_predict, metrics=("tpot_s",))["tpot_s"]
+    pooled = twinfit.predict_interval(fit.model_copy(update={"noise_by_flags": []}), at, twin_predict,
+                                      metrics=("tpot_s",))["tpot_s"]
+    assert own["log_sd"] < pooled["log_sd"] / 2, (own["log_sd"], pooled["log_sd"])
+    off = twinfit.predict_interval(fit, at.model_copy(update={"flags": EAGER}), twin_predict, metrics=("tpot_s",))
+    assert off["tpot_s"]["log_sd"] > 0.1
+    # a flag set the pilot did not run: the pooled residual (and the extrapolation mark)
+    other = twinfit.predict_interval(fit, at.model_copy(update={"flags": ["--other"]}), twin_predict,
+                                     metrics=("tpot_s",))["tpot_s"]
+    assert other["log_sd"] == pytest.approx(pooled["log_sd"], rel=1e-6) or other["low"] is None
+
+
+def test_a_flag_set_with_too_few_launches_for_a_residual_of_its_own_shares_the_pooled_one():
+    one = [x for x in _gpu_pilot(launches=1) if x.config.concurrency == 1 and x.config.prompt_tokens == 32
+           or not x.config.flags]
+    fit = twinfit.fit(one, twin_predict, engine="gpu")
+    assert fit.noise_by_flags == []
+    assert fit.noise_at(EAGER) == fit.noise
