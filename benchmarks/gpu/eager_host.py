@@ -23,21 +23,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from eager_spread import SETUP  # the same executor, started the same way (this directory is on sys.path)
+
 ROOT = Path(__file__).resolve().parents[2]
 
-CHILD = r'''
-import gc, json, statistics, sys, time
-sys.path.insert(0, sys.argv[2])
-from framework.servers.gpu.comm import no_multicast_env
-no_multicast_env()
-import torch
-from framework.servers.gpu.args import parse_server_args
-from framework.servers.gpu.__main__ import build_executor
+CHILD = SETUP + r'''
 quiet = sys.argv[1] == "quiet"
 if quiet:
     torch.set_num_threads(1)
-argv = ["--model-path", "llama-1b", "--context-length", "512", "--max-running-requests", "16",
-        "--cuda-graph-max-bs", "16", "--torch-compile-mode", "none", "--disable-cuda-graph"]
 ex = build_executor(parse_server_args(argv), 0, 0)
 ex.prefill(0, list(range(1, 33)))
 x = torch.zeros(16, device="cuda")

@@ -23,8 +23,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-CHILD = r'''
-import json, statistics, sys, time
+# A child's start (argv: mode, the clone's root): the GPU server's executor as benchmarks/twin/gpu_twin.yaml
+# builds it, eager unless the mode is "graphs" (eager_host.py starts its children with it too)
+SETUP = r'''
+import gc, json, statistics, sys, time
 sys.path.insert(0, sys.argv[2])
 from framework.servers.gpu.comm import no_multicast_env
 no_multicast_env()
@@ -34,6 +36,9 @@ from framework.servers.gpu.__main__ import build_executor
 graphs = sys.argv[1] == "graphs"
 argv = ["--model-path", "llama-1b", "--context-length", "512", "--max-running-requests", "16",
         "--cuda-graph-max-bs", "16", "--torch-compile-mode", "none"] + ([] if graphs else ["--disable-cuda-graph"])
+'''
+
+CHILD = SETUP + r'''
 t0 = time.perf_counter()
 ex = build_executor(parse_server_args(argv), 0, 0)
 built = time.perf_counter() - t0
