@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")
+pytestmark = pytest.mark.gpu  # the GPU server on the CPU (torch): its own tier, `pytest -m gpu`
 
 from framework.servers.gpu import shapes  # noqa: E402
 from framework.servers.gpu.attention import decode_attention, decode_attention_ref, splits_for  # noqa: E402

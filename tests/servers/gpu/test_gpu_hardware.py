@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")
+pytestmark = pytest.mark.gpu  # the GPU server on the CPU (torch): its own tier, `pytest -m gpu`
 
 from framework.servers.gpu.hardware import SMI_FIELDS, gpus_used, parse_smi  # noqa: E402
 

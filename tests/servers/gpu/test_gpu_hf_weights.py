@@ -8,6 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")
 pytest.importorskip("safetensors", reason="real weights need safetensors (pip install -e '.[gpu]')")
+pytestmark = pytest.mark.gpu  # the GPU server on the CPU (torch): its own tier, `pytest -m gpu`
 
 from safetensors.torch import save_file  # noqa: E402
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")
+pytestmark = pytest.mark.gpu  # the GPU server on the CPU (torch): its own tier, `pytest -m gpu`
 
 from cli_helpers import ROOT  # noqa: E402
 

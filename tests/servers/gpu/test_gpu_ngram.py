@@ -11,6 +11,7 @@ from cli_helpers import stop_group
 from framework.servers.gpu import ngram
 
 torch = pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")
+pytestmark = pytest.mark.gpu  # the GPU server on the CPU (torch): its own tier, `pytest -m gpu`
 
 from test_gpu_server import start  # noqa: E402
 

@@ -13,6 +13,7 @@ import threading
 import pytest
 
 torch = pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")
+pytestmark = pytest.mark.gpu  # the GPU server on the CPU (torch): its own tier, `pytest -m gpu`
 
 from framework.servers.api.request import SimRequest  # noqa: E402
 from framework.servers.gpu import shapes  # noqa: E402

@@ -21,6 +21,7 @@ from cli_helpers import ROOT, stop_group
 
 pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")
 openai = pytest.importorskip("openai")
+pytestmark = pytest.mark.gpu  # the GPU server on the CPU (torch): its own tier, `pytest -m gpu`
 
 SPEC = ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
         "--speculative-num-draft-tokens", "4", "--speculative-accept-rate", "0.5"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch", reason="the GPU server needs torch (pip install -e '.[gpu]')")
+pytestmark = pytest.mark.gpu  # the GPU server on the CPU (torch): its own tier, `pytest -m gpu`
 
 from framework.servers.gpu import shapes  # noqa: E402
 from framework.servers.gpu.__main__ import warmup_sizes  # noqa: E402
