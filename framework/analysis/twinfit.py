@@ -221,10 +221,15 @@ def _group_df(n_group: int, n: int, params: int, per: int) -> float:
     return n_group - params / per * n_group / n
 
 
+def _unweighted(r: np.ndarray, per: int, k: int, rows: list[int], weights: list[dict[str, float]],
+                metric: str) -> np.ndarray:
+    """Metric `k`'s log residuals over launches `rows`, their weights taken off."""
+    return np.asarray([r[i * per + k] * weights[i][metric] for i in rows])
+
+
 def _rms(r: np.ndarray, per: int, k: int, rows: list[int], weights: list[dict[str, float]], metric: str) -> float:
     """The root mean square of metric `k`'s unweighted residuals over launches `rows`."""
-    block = np.asarray([r[i * per + k] * weights[i][metric] for i in rows])
-    return max(float(np.sqrt(np.mean(block ** 2))), 1e-4)
+    return max(float(np.sqrt(np.mean(_unweighted(r, per, k, rows, weights, metric) ** 2))), 1e-4)
 
 
 def _jacobian(fun: Callable[[dict[str, float]], np.ndarray], values: dict[str, float],
@@ -294,7 +299,7 @@ def _residual_noise(launches: list[Launch], r: np.ndarray, weights: list[dict[st
     out = {}
     df = _group_df(len(rows), len(launches), params, per)
     for k, m in enumerate(FITTED_METRICS):
-        resid = np.asarray([r[i * per + k] * weights[i][m] for i in rows])
+        resid = _unweighted(r, per, k, rows, weights, m)
         launch_sd, request_sd, nl, nr = _noise([launches[i] for i in rows], m)
         out[m] = MetricNoise(launch_log_sd=launch_sd, request_log_sd=request_sd,
                              residual_log_sd=float(np.sqrt(np.sum(resid ** 2) / max(1.0, df))),
